@@ -1,0 +1,96 @@
+"""kraft's one exception tree.
+
+Every error kraft raises on purpose derives from :class:`KraftError`. Errors caused by bad
+bytes (from a peer or from a file) name where the bad bytes are: offset, byte position, path.
+Foreign exceptions (``OSError``, ``msgspec`` errors) are translated at the boundary with
+``raise ... from exc`` and never cross the public API.
+
+Where a Kafka error code exists for a condition, the class carries it as ``error_code`` so that
+the protocol layer can map an exception to a wire error and back.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AlreadyFormattedError",
+    "CorruptLogError",
+    "CorruptRecordError",
+    "InvalidAppendError",
+    "KraftError",
+    "LogDirectoryError",
+    "MetaPropertiesError",
+    "QuorumStateError",
+    "RecordBatchTooLargeError",
+    "StorageError",
+]
+
+
+class KraftError(Exception):
+    """Root of every error kraft raises on purpose."""
+
+    #: Kafka's error code for this condition (``Errors`` in Kafka), -1 when none applies.
+    error_code: int = -1
+
+
+class CorruptRecordError(KraftError):
+    """Bytes that should hold a Kafka v2 record batch do not.
+
+    ``offset`` is the base offset of the batch when it could be read (else ``None``);
+    ``position`` is the byte position of the batch (or of the bad field) in the buffer or file.
+    """
+
+    error_code = 2  # CORRUPT_MESSAGE
+
+    def __init__(self, message: str, *, offset: int | None = None, position: int | None = None):
+        where = []
+        if offset is not None:
+            where.append(f"offset {offset}")
+        if position is not None:
+            where.append(f"byte position {position}")
+        super().__init__(f"{message} ({', '.join(where)})" if where else message)
+        self.offset = offset
+        self.position = position
+
+
+class RecordBatchTooLargeError(KraftError):
+    """A batch would exceed the configured maximum batch size; nothing was appended."""
+
+    error_code = 18  # RECORD_LIST_TOO_LARGE
+
+
+class StorageError(KraftError):
+    """A problem with the data directory or a file in it."""
+
+
+class LogDirectoryError(StorageError):
+    """The log directory cannot be used (missing, unreadable, or holding unexpected files)."""
+
+
+class CorruptLogError(StorageError):
+    """A log segment holds a corrupt batch below its recovery point.
+
+    Data below the recovery point was flushed and checkpointed; corruption there is not a torn
+    write from a crash and is never silently truncated.
+    """
+
+    def __init__(self, message: str, *, path: str, offset: int | None, position: int | None):
+        super().__init__(f"{message}: {path} (offset {offset}, byte position {position})")
+        self.path = path
+        self.offset = offset
+        self.position = position
+
+
+class InvalidAppendError(KraftError):
+    """An append that breaks the log's contract (offsets not contiguous, epoch going back)."""
+
+
+class QuorumStateError(StorageError):
+    """The quorum-state file cannot be read: unreadable, malformed or of an unknown version."""
+
+
+class MetaPropertiesError(StorageError):
+    """``meta.properties`` is missing, malformed, or disagrees with the configuration."""
+
+
+class AlreadyFormattedError(StorageError):
+    """``kraft storage format`` refuses to re-format a directory that holds meta.properties."""

@@ -1,0 +1,208 @@
+"""The ``ReplicatedLog`` contract (KRAFT-BEHAVIOUR §1.11) and the value types it speaks in.
+
+The Raft core reads and writes its log only through :class:`ReplicatedLog`. Two
+implementations honour it: :class:`~kraft.log.memory.MemoryLog` (tests and the simulator) and
+:class:`~kraft.log.file.FileLog` (segment files on disk). Snapshot operations join the contract
+with the snapshot issue.
+
+Offsets are Kafka's: the log end offset (LEO) is the offset the next record will take; the
+high watermark (HW) is exclusive (records below it are committed); the log start offset is the
+first offset still held.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from typing import NamedTuple, Protocol, runtime_checkable
+
+from kraft.record.batch import Buffer, SimpleRecord
+
+__all__ = [
+    "DEFAULT_MAX_READ_BYTES",
+    "Isolation",
+    "LogAppendInfo",
+    "LogFetchInfo",
+    "OffsetAndEpoch",
+    "ReplicatedLog",
+    "ValidOffsetAndEpoch",
+    "ValidationKind",
+]
+
+#: Default cap on the bytes one ``read`` returns (Kafka's fetch MaxBytes for KRaft: 8 MiB).
+DEFAULT_MAX_READ_BYTES = 8 * 1024 * 1024
+
+
+class Isolation(enum.Enum):
+    """How far a read may see: up to the high watermark, or up to the log end offset."""
+
+    COMMITTED = "committed"
+    UNCOMMITTED = "uncommitted"
+
+
+class OffsetAndEpoch(NamedTuple):
+    """An offset and the epoch of the record before it (a snapshot id, an epoch's end).
+
+    Ordered as Kafka orders it: by epoch first, then by offset. (A plain tuple would compare
+    the offset first, so the comparisons are spelled out.)
+    """
+
+    offset: int
+    epoch: int
+
+    def _key(self) -> tuple[int, int]:
+        return (self.epoch, self.offset)
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, OffsetAndEpoch):
+            return NotImplemented
+        return self._key() < other._key()
+
+    def __le__(self, other: object) -> bool:
+        if not isinstance(other, OffsetAndEpoch):
+            return NotImplemented
+        return self._key() <= other._key()
+
+    def __gt__(self, other: object) -> bool:
+        if not isinstance(other, OffsetAndEpoch):
+            return NotImplemented
+        return self._key() > other._key()
+
+    def __ge__(self, other: object) -> bool:
+        if not isinstance(other, OffsetAndEpoch):
+            return NotImplemented
+        return self._key() >= other._key()
+
+
+class ValidationKind(enum.Enum):
+    VALID = "valid"
+    DIVERGING = "diverging"
+    SNAPSHOT = "snapshot"
+
+
+class ValidOffsetAndEpoch(NamedTuple):
+    """The answer of ``validate_offset_and_epoch``: VALID, or where the fetcher must go."""
+
+    kind: ValidationKind
+    offset_and_epoch: OffsetAndEpoch
+
+    @classmethod
+    def valid(cls, offset_and_epoch: OffsetAndEpoch) -> ValidOffsetAndEpoch:
+        return cls(ValidationKind.VALID, offset_and_epoch)
+
+    @classmethod
+    def diverging(cls, offset_and_epoch: OffsetAndEpoch) -> ValidOffsetAndEpoch:
+        return cls(ValidationKind.DIVERGING, offset_and_epoch)
+
+    @classmethod
+    def snapshot(cls, offset_and_epoch: OffsetAndEpoch) -> ValidOffsetAndEpoch:
+        return cls(ValidationKind.SNAPSHOT, offset_and_epoch)
+
+
+class LogAppendInfo(NamedTuple):
+    """First and last offset of what one append wrote."""
+
+    first_offset: int
+    last_offset: int
+
+
+class LogFetchInfo(NamedTuple):
+    """What a read returned: whole v2 batches as bytes, and the base offset of the first one.
+
+    ``records`` is empty when there is nothing to read at ``start_offset`` under the isolation;
+    ``start_offset`` is then the offset asked for.
+    """
+
+    records: bytes
+    start_offset: int
+
+
+@runtime_checkable
+class ReplicatedLog(Protocol):
+    """The log of the Raft core. Not thread-safe: one caller (the core's poll thread) at a time."""
+
+    # -- appends ---------------------------------------------------------------------------
+    def append_as_leader(
+        self,
+        records: Sequence[bytes | SimpleRecord],
+        epoch: int,
+        *,
+        timestamp_ms: int,
+        control: bool = False,
+    ) -> LogAppendInfo:
+        """Encode ``records`` as one batch at the log end offset, stamped with ``epoch``.
+
+        ``epoch`` below the latest epoch in the log is an :class:`~kraft.errors.InvalidAppendError`.
+        """
+
+    def append_as_follower(self, batches: Buffer) -> LogAppendInfo:
+        """Append whole batches fetched from the leader, as bytes (no re-encoding).
+
+        Each batch is validated (length, magic, CRC) and must start at the log end offset;
+        its epoch must not go back. Nothing is appended if any batch is bad:
+        :class:`~kraft.errors.CorruptRecordError` or :class:`~kraft.errors.InvalidAppendError`.
+        """
+
+    # -- reads -----------------------------------------------------------------------------
+    def read(
+        self,
+        start_offset: int,
+        isolation: Isolation = Isolation.UNCOMMITTED,
+        max_bytes: int = DEFAULT_MAX_READ_BYTES,
+    ) -> LogFetchInfo:
+        """Whole batches from the one holding ``start_offset``, up to the HW or the LEO.
+
+        A batch whose last offset is at or past the isolation limit is not returned. At least
+        one batch is returned when one is visible, even if it is larger than ``max_bytes``.
+        ``start_offset`` outside ``[log_start_offset, log_end_offset]`` is a ``ValueError``.
+        """
+
+    @property
+    def log_start_offset(self) -> int:
+        """The first offset the log holds (the LEO when it holds nothing)."""
+
+    @property
+    def log_end_offset(self) -> int:
+        """The offset the next appended record will take."""
+
+    @property
+    def high_watermark(self) -> int:
+        """Records below this offset are committed."""
+
+    def update_high_watermark(self, offset: int) -> None:
+        """Move the HW; it never decreases, and never passes the LEO (``ValueError``)."""
+
+    @property
+    def last_flushed_offset(self) -> int:
+        """Every offset below this survives a crash."""
+
+    # -- epochs ----------------------------------------------------------------------------
+    @property
+    def last_fetched_epoch(self) -> int:
+        """The epoch of the last batch in the log; 0 when the log is empty."""
+
+    def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch:
+        """The largest epoch ``<= epoch`` in the log and the offset where it ends (exclusive)."""
+
+    def validate_offset_and_epoch(self, offset: int, epoch: int) -> ValidOffsetAndEpoch:
+        """Whether a fetcher at ``(offset, epoch)`` agrees with this log (§1.11)."""
+
+    def initialize_leader_epoch(self, epoch: int) -> None:
+        """Record that ``epoch`` starts at the log end offset (a new leader's first step)."""
+
+    # -- truncation and durability ---------------------------------------------------------
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch whose last offset is ``>= offset``.
+
+        The LEO becomes the base offset of the batch holding ``offset`` (or ``offset`` on a
+        batch boundary). Truncating below the high watermark is a ``ValueError``.
+        """
+
+    def truncate_to_end_offset(self, end_offset: OffsetAndEpoch) -> int:
+        """Truncate to where this log and a leader's ``end_offset`` agree; return that offset."""
+
+    def flush(self, force: bool = False) -> None:
+        """Make every appended batch durable (fsync)."""
+
+    def close(self) -> None:
+        """Flush and release the log's resources; the log is unusable afterwards."""

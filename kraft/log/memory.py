@@ -1,0 +1,141 @@
+"""``MemoryLog``: the ``ReplicatedLog`` contract in memory, with crash semantics.
+
+The simulator runs every node's real Raft client over a ``MemoryLog``. To make crashes honest
+the log tracks what has been flushed: :meth:`MemoryLog.crash` drops every batch that was not,
+exactly as a machine losing its page cache would, and forgets the (never persisted) high
+watermark. Batches are kept as the v2 bytes they were appended as, so reads return the same
+bytes a ``FileLog`` would.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+
+from kraft.log.api import DEFAULT_MAX_READ_BYTES, Isolation, LogAppendInfo, LogFetchInfo
+from kraft.log.base import LogBase, validate_follower_batches
+from kraft.log.epoch_cache import EpochCache
+from kraft.record.batch import Buffer, RecordBatch, SimpleRecord, encode_batch, read_batch
+
+__all__ = ["MemoryLog"]
+
+
+class MemoryLog(LogBase):
+    """An in-memory replicated log that can lose its unflushed tail on :meth:`crash`."""
+
+    def __init__(self) -> None:
+        super().__init__(EpochCache())
+        self._batches: list[bytes] = []
+        self._base_offsets: list[int] = []
+        self._last_offsets: list[int] = []
+        self._start_offset = 0
+        self._end_offset = 0
+        self._flushed_offset = 0
+
+    # -- offsets ---------------------------------------------------------------------------
+    @property
+    def log_start_offset(self) -> int:
+        return self._start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._end_offset
+
+    @property
+    def last_flushed_offset(self) -> int:
+        return self._flushed_offset
+
+    # -- appends ---------------------------------------------------------------------------
+    def append_as_leader(
+        self,
+        records: Sequence[bytes | SimpleRecord],
+        epoch: int,
+        *,
+        timestamp_ms: int,
+        control: bool = False,
+    ) -> LogAppendInfo:
+        base = self._end_offset
+        self._epochs.assign(epoch, base)
+        data = encode_batch(base, epoch, records, timestamp_ms=timestamp_ms, control=control)
+        self._add(data, base, base + len(records) - 1)
+        return LogAppendInfo(base, base + len(records) - 1)
+
+    def append_as_follower(self, batches: Buffer) -> LogAppendInfo:
+        views = validate_follower_batches(batches, self._end_offset, self._epochs.latest_epoch)
+        first = views[0].base_offset
+        for batch in views:
+            self._epochs.assign(batch.partition_leader_epoch, batch.base_offset)
+            self._add(bytes(batch.buffer), batch.base_offset, batch.last_offset)
+        return LogAppendInfo(first, views[-1].last_offset)
+
+    def _add(self, data: bytes, base_offset: int, last_offset: int) -> None:
+        self._batches.append(data)
+        self._base_offsets.append(base_offset)
+        self._last_offsets.append(last_offset)
+        self._end_offset = last_offset + 1
+
+    # -- reads -----------------------------------------------------------------------------
+    def read(
+        self,
+        start_offset: int,
+        isolation: Isolation = Isolation.UNCOMMITTED,
+        max_bytes: int = DEFAULT_MAX_READ_BYTES,
+    ) -> LogFetchInfo:
+        if not self._start_offset <= start_offset <= self._end_offset:
+            raise ValueError(
+                f"offset {start_offset} is outside the log "
+                f"[{self._start_offset}, {self._end_offset}]"
+            )
+        limit = self._high_watermark if isolation is Isolation.COMMITTED else self._end_offset
+        i = bisect.bisect_left(self._last_offsets, start_offset)
+        out: list[bytes] = []
+        size = 0
+        first_offset = start_offset
+        while i < len(self._batches) and self._last_offsets[i] < limit:
+            data = self._batches[i]
+            if out and size + len(data) > max_bytes:
+                break
+            if not out:
+                first_offset = self._base_offsets[i]
+            out.append(data)
+            size += len(data)
+            i += 1
+        return LogFetchInfo(b"".join(out), first_offset)
+
+    def batches(self) -> list[RecordBatch]:
+        """Every batch in the log, as views (for tests and the simulator's checks)."""
+        return [read_batch(data) for data in self._batches]
+
+    # -- truncation and durability ---------------------------------------------------------
+    def initialize_leader_epoch(self, epoch: int) -> None:
+        self._epochs.assign(epoch, self._end_offset)
+
+    def truncate_to(self, offset: int) -> None:
+        self._check_truncation(offset)
+        keep = bisect.bisect_left(self._last_offsets, offset)
+        if keep < len(self._batches):
+            del self._batches[keep:]
+            del self._base_offsets[keep:]
+            del self._last_offsets[keep:]
+            self._end_offset = self._last_offsets[-1] + 1 if self._batches else self._start_offset
+        self._epochs.truncate_from_end(min(offset, self._end_offset))
+        self._flushed_offset = min(self._flushed_offset, self._end_offset)
+
+    def flush(self, force: bool = False) -> None:
+        self._flushed_offset = self._end_offset
+
+    def crash(self) -> None:
+        """Lose what a power cut would: unflushed batches and the high watermark.
+
+        Epochs that started in the lost part are forgotten with it (Kafka's ``MockLog.reopen``).
+        """
+        keep = bisect.bisect_left(self._base_offsets, self._flushed_offset)
+        del self._batches[keep:]
+        del self._base_offsets[keep:]
+        del self._last_offsets[keep:]
+        self._end_offset = self._last_offsets[-1] + 1 if self._batches else self._start_offset
+        self._epochs.truncate_from_end(self._end_offset)
+        self._high_watermark = 0
+
+    def close(self) -> None:
+        self.flush()
