@@ -13,12 +13,15 @@ from __future__ import annotations
 
 __all__ = [
     "AlreadyFormattedError",
+    "BufferAllocationError",
     "CorruptLogError",
     "CorruptRecordError",
+    "IllegalStateError",
     "InvalidAppendError",
     "KraftError",
     "LogDirectoryError",
     "MetaPropertiesError",
+    "NotLeaderError",
     "QuorumStateError",
     "RecordBatchTooLargeError",
     "StorageError",
@@ -56,6 +59,21 @@ class RecordBatchTooLargeError(KraftError):
     """A batch would exceed the configured maximum batch size; nothing was appended."""
 
     error_code = 18  # RECORD_LIST_TOO_LARGE
+
+
+class IllegalStateError(KraftError, RuntimeError):
+    """A transition or call that the protocol forbids in the current state (a bug, or a peer
+    breaking the protocol in a way that cannot be answered with an error code)."""
+
+
+class NotLeaderError(KraftError):
+    """The call needs the leader of the given epoch, and this replica is not (or no longer) it."""
+
+    error_code = 6  # NOT_LEADER_OR_FOLLOWER
+
+
+class BufferAllocationError(KraftError):
+    """The append accumulator holds as many unwritten batches as it may; try again later."""
 
 
 class StorageError(KraftError):

@@ -1,0 +1,133 @@
+"""Quorum configuration: Kafka's ``controller.quorum.*`` settings as one frozen value.
+
+``QuorumConfig`` carries what every replica of a quorum must agree on (the static voter set)
+and the timers of KRAFT-BEHAVIOUR §1.6, with Kafka's defaults. ``parse_voters`` reads Kafka's
+``controller.quorum.voters`` syntax, ``"1@host:9091,2@host:9092"``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from kraft.errors import KraftError
+
+__all__ = ["ConfigError", "Endpoint", "QuorumConfig", "parse_bootstrap_servers", "parse_voters"]
+
+
+class ConfigError(KraftError, ValueError):
+    """A configuration value is missing, malformed or out of range."""
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """Where a replica listens."""
+
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+
+def _parse_endpoint(text: str, context: str) -> Endpoint:
+    host, sep, port_text = text.strip().rpartition(":")
+    if not sep or not host:
+        raise ConfigError(f"{context}: expected host:port, got {text!r}")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise ConfigError(f"{context}: port {port_text!r} is not a number") from None
+    if not 0 < port < 65536:
+        raise ConfigError(f"{context}: port {port} is out of range")
+    return Endpoint(host, port)
+
+
+def parse_voters(text: str) -> dict[int, Endpoint]:
+    """Parse ``"1@host:port,2@host:port"`` (Kafka's ``controller.quorum.voters``)."""
+    voters: dict[int, Endpoint] = {}
+    for raw in text.split(","):
+        entry = raw.strip()
+        if not entry:
+            continue
+        id_text, sep, address = entry.partition("@")
+        if not sep:
+            raise ConfigError(f"voter {entry!r}: expected id@host:port")
+        try:
+            voter_id = int(id_text)
+        except ValueError:
+            raise ConfigError(f"voter {entry!r}: id {id_text!r} is not a number") from None
+        if voter_id < 0:
+            raise ConfigError(f"voter {entry!r}: negative id")
+        if voter_id in voters:
+            raise ConfigError(f"voter id {voter_id} is listed twice")
+        voters[voter_id] = _parse_endpoint(address, f"voter {entry!r}")
+    return voters
+
+
+def parse_bootstrap_servers(text: str) -> list[Endpoint]:
+    """Parse ``"host:port,host:port"`` (Kafka's ``controller.quorum.bootstrap.servers``)."""
+    return [
+        _parse_endpoint(entry, "bootstrap server") for entry in text.split(",") if entry.strip()
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumConfig:
+    """The quorum's static voter set and timers (KRAFT-BEHAVIOUR §1.6, Kafka's defaults)."""
+
+    #: Static voter set (kraft.version 0): id -> endpoint.
+    voters: Mapping[int, Endpoint] = field(default_factory=dict)
+    #: Where observers look for the leader when no voter set is configured.
+    bootstrap_servers: tuple[Endpoint, ...] = ()
+    #: ``controller.quorum.election.timeout.ms``: the timeout is drawn from [T, 2T).
+    election_timeout_ms: int = 1000
+    #: ``controller.quorum.election.backoff.max.ms``: cap of a failed candidate's backoff.
+    election_backoff_max_ms: int = 1000
+    #: ``controller.quorum.fetch.timeout.ms`` (F): a voter that hears nothing from the leader
+    #: for F starts an election; the leader resigns if a majority is silent for 1.5 F.
+    fetch_timeout_ms: int = 2000
+    #: ``controller.quorum.append.linger.ms``.
+    append_linger_ms: int = 25
+    #: ``controller.quorum.request.timeout.ms``.
+    request_timeout_ms: int = 2000
+    #: ``controller.quorum.retry.backoff.ms``.
+    retry_backoff_ms: int = 20
+    #: How long the leader parks a Fetch that has nothing to return.
+    fetch_max_wait_ms: int = 500
+    #: Largest batch the leader builds, and the Fetch MaxBytes a follower asks for.
+    max_batch_size_bytes: int = 8 * 1024 * 1024
+    #: Observers flush fetched data before the next fetch too (voters always do).
+    followers_always_flush: bool = False
+
+    def __post_init__(self) -> None:
+        positive = {
+            "election_timeout_ms": self.election_timeout_ms,
+            "election_backoff_max_ms": self.election_backoff_max_ms,
+            "fetch_timeout_ms": self.fetch_timeout_ms,
+            "request_timeout_ms": self.request_timeout_ms,
+            "max_batch_size_bytes": self.max_batch_size_bytes,
+        }
+        for name, value in positive.items():
+            if value <= 0:
+                raise ConfigError(f"{name} must be positive, not {value}")
+        non_negative = {
+            "append_linger_ms": self.append_linger_ms,
+            "retry_backoff_ms": self.retry_backoff_ms,
+            "fetch_max_wait_ms": self.fetch_max_wait_ms,
+        }
+        for name, value in non_negative.items():
+            if value < 0:
+                raise ConfigError(f"{name} must not be negative, not {value}")
+        for voter_id in self.voters:
+            if voter_id < 0:
+                raise ConfigError(f"negative voter id {voter_id}")
+        if not self.voters and not self.bootstrap_servers:
+            raise ConfigError("a quorum needs voters or bootstrap servers")
+
+    @property
+    def voter_ids(self) -> frozenset[int]:
+        return frozenset(self.voters)
