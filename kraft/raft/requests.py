@@ -1,0 +1,136 @@
+"""Per-destination request bookkeeping: one request in flight, timeouts, retry backoff.
+
+KRAFT-BEHAVIOUR §1.3 (Kafka's ``RequestManager``): the client sends at most one request to a
+node at a time; a response counts only if it answers that very request (its correlation id),
+so a response that arrives after the request timed out, or after the client changed state
+(every transition calls :meth:`RequestManager.reset_all`), is dropped as stale. A failed
+request backs the destination off for ``retry_backoff_ms``; a timed-out one frees it at once.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+__all__ = ["RequestManager"]
+
+
+@dataclass(slots=True)
+class _Connection:
+    correlation_id: int | None = None  # the request in flight, if any
+    sent_ms: int = 0
+    backoff_until_ms: int = 0
+
+
+class RequestManager:
+    """Tracks, for each destination, the request in flight and any backoff."""
+
+    def __init__(
+        self,
+        bootstrap_servers: Iterable[int],
+        retry_backoff_ms: int,
+        request_timeout_ms: int,
+        rand: random.Random,
+    ) -> None:
+        self._bootstrap_servers = list(bootstrap_servers)
+        self._retry_backoff_ms = retry_backoff_ms
+        self._request_timeout_ms = request_timeout_ms
+        self._rand = rand
+        self._connections: dict[int, _Connection] = {}
+
+    def _connection(self, node: int) -> _Connection:
+        connection = self._connections.get(node)
+        if connection is None:
+            connection = self._connections[node] = _Connection()
+        return connection
+
+    # -- queries ---------------------------------------------------------------------------
+    def has_request_in_flight(self, node: int, now_ms: int) -> bool:
+        connection = self._connections.get(node)
+        return (
+            connection is not None
+            and connection.correlation_id is not None
+            and now_ms < connection.sent_ms + self._request_timeout_ms
+        )
+
+    def has_request_timed_out(self, node: int, now_ms: int) -> bool:
+        connection = self._connections.get(node)
+        return (
+            connection is not None
+            and connection.correlation_id is not None
+            and now_ms >= connection.sent_ms + self._request_timeout_ms
+        )
+
+    def is_backing_off(self, node: int, now_ms: int) -> bool:
+        connection = self._connections.get(node)
+        return connection is not None and now_ms < connection.backoff_until_ms
+
+    def is_ready(self, node: int, now_ms: int) -> bool:
+        """Nothing in flight (a timed-out request no longer counts) and not backing off."""
+        return not self.has_request_in_flight(node, now_ms) and not self.is_backing_off(
+            node, now_ms
+        )
+
+    def remaining_request_time_ms(self, node: int, now_ms: int) -> int:
+        if not self.has_request_in_flight(node, now_ms):
+            return 0
+        connection = self._connections[node]
+        return connection.sent_ms + self._request_timeout_ms - now_ms
+
+    def remaining_backoff_ms(self, node: int, now_ms: int) -> int:
+        connection = self._connections.get(node)
+        if connection is None:
+            return 0
+        return max(0, connection.backoff_until_ms - now_ms)
+
+    def time_until_ready_ms(self, node: int, now_ms: int) -> int:
+        return max(
+            self.remaining_request_time_ms(node, now_ms), self.remaining_backoff_ms(node, now_ms)
+        )
+
+    def is_response_expected(self, node: int, correlation_id: int) -> bool:
+        connection = self._connections.get(node)
+        return connection is not None and connection.correlation_id == correlation_id
+
+    def find_ready_bootstrap_server(self, now_ms: int) -> int | None:
+        """A bootstrap server ready for a request, starting the search at a random one."""
+        servers = self._bootstrap_servers
+        if not servers:
+            return None
+        start = self._rand.randrange(len(servers))
+        for i in range(len(servers)):
+            node = servers[(start + i) % len(servers)]
+            if self.is_ready(node, now_ms):
+                return node
+        return None
+
+    def backoff_before_any_bootstrap_server_ms(self, now_ms: int) -> int:
+        """How long until some bootstrap server is ready (0 if one is)."""
+        if not self._bootstrap_servers:
+            return 0
+        return min(self.time_until_ready_ms(n, now_ms) for n in self._bootstrap_servers)
+
+    # -- updates ---------------------------------------------------------------------------
+    def on_request_sent(self, node: int, correlation_id: int, now_ms: int) -> None:
+        connection = self._connection(node)
+        connection.correlation_id = correlation_id
+        connection.sent_ms = now_ms
+        connection.backoff_until_ms = 0
+
+    def on_response_result(
+        self, node: int, correlation_id: int, success: bool, now_ms: int
+    ) -> None:
+        """The expected response arrived (or failed); a failure backs the node off."""
+        if not self.is_response_expected(node, correlation_id):
+            return
+        connection = self._connections[node]
+        connection.correlation_id = None
+        connection.backoff_until_ms = 0 if success else now_ms + self._retry_backoff_ms
+
+    def reset(self, node: int) -> None:
+        self._connections.pop(node, None)
+
+    def reset_all(self) -> None:
+        """Forget every request in flight: their responses will be dropped as stale."""
+        self._connections.clear()
