@@ -75,6 +75,7 @@ _HEADER = struct.Struct(">qiibIhiqqqhii")
 _BASE_OFFSET_AND_LENGTH = struct.Struct(">qi")
 _AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. records count
 _BASE_OFFSET = struct.Struct(">q")
+_HEAD = struct.Struct(">qiibI")  # base offset .. CRC
 _EPOCH = struct.Struct(">i")
 _CRC = struct.Struct(">I")
 _INT32_MAX = (1 << 31) - 1
@@ -154,6 +155,8 @@ def encode_batch(
     count = len(records)
     if count - 1 > _INT32_MAX:
         raise ValueError("too many records for one batch")
+    if all(type(r) is bytes for r in records):
+        return _encode_values(base_offset, partition_leader_epoch, records, timestamp_ms, control)
     out = bytearray(RECORD_BATCH_OVERHEAD)
     # Kafka's MaxTimestamp is the largest *record* timestamp: the batch's timestamp_ms counts
     # only if some record uses it.
@@ -190,6 +193,45 @@ def encode_batch(
     out[16] = MAGIC_V2
     _CRC.pack_into(out, 17, crc)
     return bytes(out)
+
+
+# Record prefixes of the value-only fast path, by offset delta: attributes 0, timestamp
+# delta 0, the offset delta, and a null key.
+_VALUE_PREFIXES = [b"\x00\x00" + varint_bytes(d) + _NULL for d in range(4096)]
+
+
+def _encode_values(
+    base_offset: int,
+    partition_leader_epoch: int,
+    values: Sequence[bytes],
+    timestamp_ms: int,
+    control: bool,
+) -> bytes:
+    """``encode_batch`` for plain values: the pieces are joined once, the CRC taken in two
+    steps (header tail, then records) so no buffer is copied or grown record by record."""
+    parts: list[bytes] = []
+    append = parts.append
+    prefixes = _VALUE_PREFIXES
+    for delta, value in enumerate(values):
+        prefix = prefixes[delta] if delta < 4096 else b"\x00\x00" + varint_bytes(delta) + _NULL
+        value_len = varint_bytes(len(value))
+        append(varint_bytes(len(prefix) + len(value_len) + len(value) + 1))
+        append(prefix)
+        append(value_len)
+        append(value)
+        append(_ZERO)
+    body = b"".join(parts)
+    count = len(values)
+    tail = _AFTER_CRC.pack(
+        ATTRIBUTES_CONTROL if control else 0, count - 1, timestamp_ms, timestamp_ms, -1, -1, -1,
+        count,
+    )
+    crc = _crc32c.crc32c(body, _crc32c.crc32c(tail))
+    head = _HEAD.pack(
+        base_offset, RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(body), partition_leader_epoch,
+        MAGIC_V2, crc,
+    )
+    return b"".join((head, tail, body))
 
 
 def with_base_offset(
