@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator, Sequence
+from typing import cast
 
 import crc32c as _crc32c
 import msgspec
@@ -156,7 +157,8 @@ def encode_batch(
     if count - 1 > _INT32_MAX:
         raise ValueError("too many records for one batch")
     if all(type(r) is bytes for r in records):
-        return _encode_values(base_offset, partition_leader_epoch, records, timestamp_ms, control)
+        values = cast("Sequence[bytes]", records)
+        return _encode_values(base_offset, partition_leader_epoch, values, timestamp_ms, control)
     out = bytearray(RECORD_BATCH_OVERHEAD)
     # Kafka's MaxTimestamp is the largest *record* timestamp: the batch's timestamp_ms counts
     # only if some record uses it.
