@@ -90,7 +90,14 @@ class LogBase(ABC):
             )
         self._high_watermark = offset
 
-    def _check_truncation(self, offset: int) -> None:
+    def _check_truncation(self, offset: int, new_end: int | None = None) -> None:
+        """Refuse a truncation that would remove a committed record.
+
+        ``new_end`` is where the log would really end: the base offset of the batch holding
+        ``offset``. When the high watermark falls inside that batch, cutting the whole batch
+        would lose committed records below ``offset`` and leave the HW past the LEO, so it is
+        refused like a truncation below the HW.
+        """
         if offset < self._high_watermark:
             raise ValueError(
                 f"illegal attempt to truncate to offset {offset}, below the high watermark "
@@ -98,6 +105,11 @@ class LogBase(ABC):
             )
         if offset < 0:
             raise ValueError(f"negative truncation offset {offset}")
+        if new_end is not None and new_end < self._high_watermark:
+            raise ValueError(
+                f"illegal attempt to truncate to offset {offset}: the batch holding it starts "
+                f"at {new_end}, below the high watermark {self._high_watermark}"
+            )
 
     # -- epochs ----------------------------------------------------------------------------
     @property

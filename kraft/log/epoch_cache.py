@@ -162,7 +162,9 @@ def read_checkpoint(path: Path) -> EpochCache | None:
         text = path.read_text("ascii")
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError:
+        return None  # garbage bytes: damaged, rebuilt by the caller like any other damage
+    except OSError as exc:
         raise LogDirectoryError(f"cannot read epoch checkpoint {path}: {exc}") from exc
     lines = text.splitlines()
     try:

@@ -40,7 +40,7 @@ from kraft.log.api import DEFAULT_MAX_READ_BYTES, Isolation, LogAppendInfo, LogF
 from kraft.log.base import LogBase, validate_follower_batches
 from kraft.log.epoch_cache import EpochCache, read_checkpoint, write_checkpoint
 from kraft.log.segment import Segment
-from kraft.record.batch import Buffer, RecordBatch, SimpleRecord, encode_batch, iter_batches
+from kraft.record.batch import Buffer, SimpleRecord, encode_batch, iter_batches
 
 __all__ = ["FileLog"]
 
@@ -135,47 +135,63 @@ class FileLog(LogBase):
         )
         recovery_point = _read_recovery_point(directory / RECOVERY_POINT)
         segments: list[Segment] = []
-        recovered: list[RecordBatch] = []
-        cut = False
-        for base in bases:
-            segment = Segment(directory, base, index_interval_bytes)
-            if segments and not cut and base != segments[-1].next_offset:
-                if base <= recovery_point:
-                    segment.close()
-                    raise CorruptLogError(
-                        f"segment starts at {base}, but the previous one ends at "
-                        f"{segments[-1].next_offset}",
-                        path=str(segment.log_path), offset=base, position=0,
-                    )
-                cut = True
-            if cut:
-                # Everything after a cut tail is past a hole in the offsets: not ours to keep.
-                logger.warning("recovery: deleting segment %s after a truncated tail",
-                               segment.log_path)
-                segment.delete()
-                continue
-            cut = cls._recover_segment(segment, recovery_point, recovered)
-            segments.append(segment)
-        if not segments:
-            segments.append(Segment(directory, 0, index_interval_bytes))
-        log_end = segments[-1].next_offset
-        if recovery_point > log_end:
-            raise CorruptLogError(
-                f"the log ends at offset {log_end}, below its recovery point {recovery_point}",
-                path=str(directory), offset=log_end, position=None,
-            )
-        # What was recovered may sit only in the page cache (a process crash, not a power
-        # cut): make it durable before the recovery point moves past it.
-        segments[-1].flush(index=True)
-        epochs = cls._recover_epochs(directory, segments, recovered, log_end)
-        log = cls(directory, segments, epochs, min(recovery_point, log_end), lock_fd,
-                  segment_bytes, index_interval_bytes)
-        log._write_recovery_point(log.log_end_offset)
+        # (epoch, base offset) of every scanned batch whose epoch differs from the batch
+        # before it. (Not the batches themselves: their views would pin every chunk read,
+        # i.e. the whole tail of the log, in memory.)
+        recovered: list[tuple[int, int]] = []
+        cut = deleted = False
+        segment: Segment | None = None
+        try:
+            for base in bases:
+                segment = Segment(directory, base, index_interval_bytes)
+                if segments and not cut and base != segments[-1].next_offset:
+                    if base <= recovery_point:
+                        raise CorruptLogError(
+                            f"segment starts at {base}, but the previous one ends at "
+                            f"{segments[-1].next_offset}",
+                            path=str(segment.log_path), offset=base, position=0,
+                        )
+                    cut = True
+                if cut:
+                    # Everything after a cut tail is past a hole in the offsets: not ours to
+                    # keep.
+                    logger.warning("recovery: deleting segment %s after a truncated tail",
+                                   segment.log_path)
+                    segment.delete()
+                    segment = None
+                    deleted = True
+                    continue
+                cut = cls._recover_segment(segment, recovery_point, recovered)
+                segments.append(segment)
+                segment = None
+            if deleted:
+                _fsync_dir(directory)  # make the deletions durable (see truncate_to for why)
+            if not segments:
+                segments.append(Segment(directory, 0, index_interval_bytes))
+            log_end = segments[-1].next_offset
+            if recovery_point > log_end:
+                raise CorruptLogError(
+                    f"the log ends at offset {log_end}, below its recovery point "
+                    f"{recovery_point}",
+                    path=str(directory), offset=log_end, position=None,
+                )
+            # What was recovered may sit only in the page cache (a process crash, not a power
+            # cut): make it durable before the recovery point moves past it.
+            segments[-1].flush(index=True)
+            epochs = cls._recover_epochs(directory, segments, recovered, recovery_point, log_end)
+            log = cls(directory, segments, epochs, min(recovery_point, log_end), lock_fd,
+                      segment_bytes, index_interval_bytes)
+            log._write_recovery_point(log.log_end_offset)
+        except BaseException:
+            # A log that cannot be opened must not leak the segment files it opened.
+            for opened in [*segments, *([segment] if segment is not None else [])]:
+                opened.close()
+            raise
         return log
 
     @staticmethod
     def _recover_segment(
-        segment: Segment, recovery_point: int, recovered: list[RecordBatch]
+        segment: Segment, recovery_point: int, recovered: list[tuple[int, int]]
     ) -> bool:
         """Load one segment, checking it against the recovery point. True if its tail was cut.
 
@@ -184,20 +200,33 @@ class FileLog(LogBase):
         rescanned before anything is called corrupt). Batches below the recovery point must
         be intact; from the first bad batch at or past it, the rest is a torn tail and is cut.
         """
-        start = 0
+        start, start_last_offset = 0, -1
         if segment.load_index():
-            kept = [pos for off, pos in segment.index_entries() if off < recovery_point]
-            start = kept[-1] if kept else 0
+            kept = [(off, pos) for off, pos in segment.index_entries() if off < recovery_point]
+            if kept:
+                start_last_offset, start = kept[-1]
+        scanned_before = len(recovered)
         try:
-            return FileLog._scan_segment(segment, start, recovery_point, recovered)
+            return FileLog._scan_segment(
+                segment, start, recovery_point, recovered, start_last_offset
+            )
         except _IndexMismatchError:
-            recovered.clear()
+            # Forget what the failed scan of *this* segment noted (what earlier segments
+            # noted stays), and scan the segment from its first byte.
+            del recovered[scanned_before:]
             return FileLog._scan_segment(segment, 0, recovery_point, recovered)
 
     @staticmethod
     def _scan_segment(
-        segment: Segment, start: int, recovery_point: int, recovered: list[RecordBatch]
+        segment: Segment,
+        start: int,
+        recovery_point: int,
+        recovered: list[tuple[int, int]],
+        start_last_offset: int = -1,
     ) -> bool:
+        """Scan ``segment`` from ``start``: 0, or the position of the index entry whose
+        offset is ``start_last_offset``. Raises ``_IndexMismatchError`` if that entry is wrong.
+        """
         segment.reset_index(start + 1 if start else 0)
         segment.next_offset = segment.base_offset
         expected = segment.base_offset if start == 0 else -1
@@ -205,6 +234,14 @@ class FileLog(LogBase):
         entries = bytearray()
         try:
             for batch in segment.scan(start, verify_crc=True):
+                if expected < 0 and batch.last_offset != start_last_offset:
+                    # The base offset is not under the CRC: without this check a bit flip
+                    # there (or a stale index entry) would go unnoticed and set a wrong LEO.
+                    raise CorruptRecordError(
+                        f"batch ends at offset {batch.last_offset}, but the index says "
+                        f"{start_last_offset}",
+                        offset=batch.base_offset, position=batch.position,
+                    )
                 if expected >= 0 and batch.base_offset != expected:
                     raise CorruptRecordError(
                         f"batch has base offset {batch.base_offset}, expected {expected}",
@@ -215,8 +252,17 @@ class FileLog(LogBase):
                         f"the recovery point {recovery_point} falls inside a batch",
                         offset=batch.base_offset, position=batch.position,
                     )
-                if batch.base_offset >= recovery_point:
-                    recovered.append(batch)
+                # Nor is the epoch under the CRC. A log's epochs never go back, so one that
+                # does (or is negative) is damage, not something this log appended.
+                epoch = batch.partition_leader_epoch
+                if epoch < 0 or (recovered and epoch < recovered[-1][0]):
+                    raise CorruptRecordError(
+                        f"batch epoch {epoch} is below the epoch before it "
+                        f"({recovered[-1][0] if recovered else 0})",
+                        offset=batch.base_offset, position=batch.position,
+                    )
+                if not recovered or recovered[-1][0] != epoch:
+                    recovered.append((epoch, batch.base_offset))
                 entries += segment.index_batch(
                     batch.last_offset, batch.position, batch.size_in_bytes
                 )
@@ -244,7 +290,11 @@ class FileLog(LogBase):
 
     @staticmethod
     def _recover_epochs(
-        directory: Path, segments: list[Segment], recovered: list[RecordBatch], log_end: int
+        directory: Path,
+        segments: list[Segment],
+        recovered: list[tuple[int, int]],
+        recovery_point: int,
+        log_end: int,
     ) -> EpochCache:
         path = directory / EPOCH_CHECKPOINT
         epochs = read_checkpoint(path)
@@ -252,8 +302,11 @@ class FileLog(LogBase):
         try:
             if epochs is not None:
                 epochs.truncate_from_end(log_end)
-                for batch in recovered:
-                    epochs.assign(batch.partition_leader_epoch, batch.base_offset)
+                # The checkpoint vouches for the epochs below the recovery point; the scan saw
+                # where each epoch after it starts.
+                for epoch, base in recovered:
+                    if base >= recovery_point:
+                        epochs.assign(epoch, base)
         except InvalidAppendError:
             rebuilt = True
         last_epoch = _last_batch_epoch(segments)
@@ -268,7 +321,16 @@ class FileLog(LogBase):
         epochs = EpochCache()
         for segment in segments:
             for batch in segment.scan(verify_crc=False):
-                epochs.assign(batch.partition_leader_epoch, batch.base_offset)
+                try:
+                    epochs.assign(batch.partition_leader_epoch, batch.base_offset)
+                except InvalidAppendError as exc:
+                    # Only the end of each segment below the recovery point was checked: an
+                    # epoch going back inside one is damage there, not a bad append.
+                    raise CorruptLogError(
+                        f"corrupt batch epoch below the recovery point: {exc}",
+                        path=str(segment.log_path), offset=batch.base_offset,
+                        position=batch.position,
+                    ) from exc
         write_checkpoint(path, epochs)
         return epochs
 
@@ -429,12 +491,18 @@ class FileLog(LogBase):
             segment = self._segments[k]
             position, batch = segment.find_position(offset)
             new_end = segment.next_offset if batch is None else batch.base_offset
+            self._check_truncation(offset, new_end)
             # Lower the recovery point before cutting, so that a crash in between never
             # leaves new appends below a recovery point that vouches for bytes now gone.
             if self._recovery_point > new_end:
                 self._write_recovery_point(new_end)
             for dropped in self._segments[k + 1 :]:
                 dropped.delete()
+            if len(self._segments) > k + 1:
+                # Make the deletions durable: a segment of the cut-off branch that comes back
+                # after a crash would be taken as the continuation of the log once new
+                # appends reach its base offset.
+                _fsync_dir(self.directory)
             del self._segments[k + 1 :]
             del self._bases[k + 1 :]
             segment.truncate(position, new_end)
@@ -541,7 +609,9 @@ def _read_recovery_point(path: Path) -> int:
         text = path.read_text("ascii")
     except FileNotFoundError:
         return 0
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError:
+        text = ""  # garbage bytes: malformed, handled below like any other damage
+    except OSError as exc:
         raise LogDirectoryError(f"cannot read recovery point {path}: {exc}") from exc
     lines = text.split()
     if len(lines) != 2 or lines[0] != "0" or not lines[1].isdigit():

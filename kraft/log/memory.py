@@ -55,8 +55,10 @@ class MemoryLog(LogBase):
         control: bool = False,
     ) -> LogAppendInfo:
         base = self._end_offset
-        self._epochs.assign(epoch, base)
+        # Encode first: a batch that cannot be encoded (no records) must not leave its epoch
+        # in the cache (FileLog does the same).
         data = encode_batch(base, epoch, records, timestamp_ms=timestamp_ms, control=control)
+        self._epochs.assign(epoch, base)
         self._add(data, base, base + len(records) - 1)
         return LogAppendInfo(base, base + len(records) - 1)
 
@@ -111,8 +113,10 @@ class MemoryLog(LogBase):
         self._epochs.assign(epoch, self._end_offset)
 
     def truncate_to(self, offset: int) -> None:
-        self._check_truncation(offset)
         keep = bisect.bisect_left(self._last_offsets, offset)
+        self._check_truncation(
+            offset, self._base_offsets[keep] if keep < len(self._batches) else None
+        )
         if keep < len(self._batches):
             del self._batches[keep:]
             del self._base_offsets[keep:]

@@ -76,6 +76,11 @@ class Segment:
             self._fd = os.open(log_path(directory, base_offset), flags, 0o644)
             self._index_fd = os.open(index_path(directory, base_offset), flags, 0o644)
             self.size = os.fstat(self._fd).st_size
+            if self.size == 0:
+                # An empty log has no index entries. An index left behind by a deleted segment
+                # of the same name (a crash between the two unlinks of delete()) must not
+                # prefix the entries of the new one.
+                os.ftruncate(self._index_fd, 0)
         except OSError as exc:
             path = log_path(directory, base_offset)
             raise StorageError(f"cannot open segment {path}: {exc}") from exc
@@ -167,6 +172,10 @@ class Segment:
         want = chunk_bytes
         while position < stop:
             chunk = os.pread(self._fd, min(want, stop - position), position)
+            if not chunk:
+                # The file is shorter than its recorded size (cut by someone else): without
+                # this the loop below would never advance.
+                raise CorruptRecordError("unexpected end of the segment file", position=position)
             view = memoryview(chunk)
             p = 0
             while p < len(view):
