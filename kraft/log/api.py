@@ -179,7 +179,8 @@ class ReplicatedLog(Protocol):
     # -- epochs ----------------------------------------------------------------------------
     @property
     def last_fetched_epoch(self) -> int:
-        """The epoch of the last batch in the log; 0 when the log is empty."""
+        """The latest epoch in the epoch cache: that of the last batch, or a newer one a new
+        leader started with ``initialize_leader_epoch`` before appending; 0 when empty."""
 
     def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch:
         """The largest epoch ``<= epoch`` in the log and the offset where it ends (exclusive)."""

@@ -18,11 +18,11 @@ in both epoch and start offset.
 from __future__ import annotations
 
 import bisect
-import os
 from pathlib import Path
 
-from kraft.errors import InvalidAppendError, LogDirectoryError
+from kraft.errors import InvalidAppendError, LogDirectoryError, StorageError
 from kraft.log.api import OffsetAndEpoch, ValidOffsetAndEpoch
+from kraft.log.fsutil import write_atomically
 
 __all__ = ["EpochCache", "read_checkpoint", "validate_offset_and_epoch", "write_checkpoint"]
 
@@ -133,23 +133,15 @@ def validate_offset_and_epoch(
     return ValidOffsetAndEpoch.valid(OffsetAndEpoch(offset, epoch))
 
 
-def write_checkpoint(path: Path, cache: EpochCache, *, fsync: bool = True) -> None:
-    """Replace ``path`` atomically with the cache in Kafka's checkpoint text format."""
+def write_checkpoint(path: Path, cache: EpochCache) -> None:
+    """Replace ``path`` crash-safely with the cache in Kafka's checkpoint text format."""
     entries = cache.entries()
     lines = [str(CHECKPOINT_VERSION), str(len(entries))]
     lines += [f"{epoch} {start}" for epoch, start in entries]
-    tmp = path.with_name(path.name + ".tmp")
-    data = ("\n".join(lines) + "\n").encode("ascii")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        os.write(fd, data)
-        if fsync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    if fsync:
-        _fsync_dir(path.parent)
+        write_atomically(path, ("\n".join(lines) + "\n").encode("ascii"))
+    except OSError as exc:
+        raise StorageError(f"cannot write epoch checkpoint {path}: {exc}") from exc
 
 
 def read_checkpoint(path: Path) -> EpochCache | None:
@@ -181,10 +173,3 @@ def read_checkpoint(path: Path) -> EpochCache | None:
         return None
     return cache
 
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

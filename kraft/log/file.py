@@ -39,6 +39,7 @@ from kraft.errors import (
 from kraft.log.api import DEFAULT_MAX_READ_BYTES, Isolation, LogAppendInfo, LogFetchInfo
 from kraft.log.base import LogBase, validate_follower_batches
 from kraft.log.epoch_cache import EpochCache, read_checkpoint, write_checkpoint
+from kraft.log.fsutil import fsync_directory, write_atomically
 from kraft.log.segment import Segment
 from kraft.record.batch import Buffer, SimpleRecord, encode_batch, iter_batches
 
@@ -53,14 +54,6 @@ RECOVERY_POINT = "recovery-point"
 LOCK_FILE = ".lock"
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.log$")
 _INT32_MAX = (1 << 31) - 1
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class FileLog(LogBase):
@@ -165,7 +158,7 @@ class FileLog(LogBase):
                 segments.append(segment)
                 segment = None
             if deleted:
-                _fsync_dir(directory)  # make the deletions durable (see truncate_to for why)
+                fsync_directory(directory)  # make the deletions durable (see truncate_to for why)
             if not segments:
                 segments.append(Segment(directory, 0, index_interval_bytes))
             log_end = segments[-1].next_offset
@@ -415,7 +408,7 @@ class FileLog(LogBase):
             active.flush(index=True)
             base = active.next_offset
             segment = Segment(self.directory, base, self._index_interval)
-            _fsync_dir(self.directory)
+            fsync_directory(self.directory)
             self._segments.append(segment)
             self._bases.append(base)
             self._flushed_offset = max(self._flushed_offset, base)
@@ -502,7 +495,7 @@ class FileLog(LogBase):
                 # Make the deletions durable: a segment of the cut-off branch that comes back
                 # after a crash would be taken as the continuation of the log once new
                 # appends reach its base offset.
-                _fsync_dir(self.directory)
+                fsync_directory(self.directory)
             del self._segments[k + 1 :]
             del self._bases[k + 1 :]
             segment.truncate(position, new_end)
@@ -549,16 +542,8 @@ class FileLog(LogBase):
 
     def _write_recovery_point(self, offset: int) -> None:
         path = self.directory / RECOVERY_POINT
-        tmp = path.with_name(path.name + ".tmp")
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            try:
-                os.write(fd, f"0\n{offset}\n".encode("ascii"))
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, path)
-            _fsync_dir(self.directory)
+            write_atomically(path, f"0\n{offset}\n".encode("ascii"))
         except OSError as exc:
             raise StorageError(f"cannot write recovery point {path}: {exc}") from exc
         self._recovery_point = offset

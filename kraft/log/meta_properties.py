@@ -24,7 +24,6 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
-import os
 import random
 import re
 import uuid
@@ -35,6 +34,7 @@ from typing import Final
 import msgspec
 
 from kraft.errors import AlreadyFormattedError, MetaPropertiesError, StorageError
+from kraft.log.fsutil import fsync_directory, write_atomically
 
 __all__ = [
     "CLUSTER_METADATA_DIR",
@@ -145,43 +145,6 @@ def random_directory_id(rng: random.Random | None = None) -> str:
         text = random_uuid(rng)
         if int.from_bytes(uuid_to_bytes(text), "big") >= _RESERVED_DIRECTORY_IDS:
             return text
-
-
-# -- crash-safe file replacement -----------------------------------------------------------------
-
-
-def fsync_directory(directory: Path) -> None:
-    """fsync a directory so that a rename or a new entry in it survives a crash."""
-    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that a crash leaves the old file or the new one.
-
-    Delete a stale ``<path>.tmp``, write the data to it, flush, fsync, rename it over ``path``
-    (atomic on POSIX), then fsync the directory so the rename itself is durable. On failure
-    the temporary file is removed (best effort) and the ``OSError`` propagates: callers
-    translate it into their own error naming the file.
-    """
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.unlink(missing_ok=True)
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            tmp.unlink(missing_ok=True)
-        except OSError:
-            logger.warning("could not remove the temporary file %s", tmp)
-        raise
-    fsync_directory(path.parent)
 
 
 # -- Java properties ---------------------------------------------------------------------------
