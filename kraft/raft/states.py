@@ -45,6 +45,45 @@ class ReplicaKey:
         return self.directory_id == other.directory_id
 
 
+def _unattached_grant(
+    voted_key: ReplicaKey | None,
+    leader_id: int | None,
+    candidate: ReplicaKey,
+    log_up_to_date: bool,
+    pre_vote: bool,
+) -> bool:
+    """§1.2 for a replica with no leader to follow (Unattached, and Prospective like it)."""
+    if pre_vote:
+        return log_up_to_date
+    if voted_key is not None:
+        # Only the same candidate again (a retried request): never two votes in one epoch.
+        return voted_key.matches(candidate)
+    if leader_id is not None:
+        return False
+    return log_up_to_date
+
+
+class _VoteTally:
+    """Counting (pre-)votes among the voters; the local replica grants its own."""
+
+    __slots__ = ()
+    voters: frozenset[int]
+    granting: set[int]
+    rejecting: set[int]
+
+    def majority_size(self) -> int:
+        return len(self.voters) // 2 + 1
+
+    def is_vote_granted(self) -> bool:
+        return len(self.granting & self.voters) >= self.majority_size()
+
+    def is_vote_rejected(self) -> bool:
+        return len(self.rejecting & self.voters) > len(self.voters) - self.majority_size()
+
+    def unrecorded_voters(self) -> set[int]:
+        return set(self.voters) - self.granting - self.rejecting
+
+
 @dataclass(slots=True)
 class _Base:
     """What every state has: its epoch, and the high watermark known in it (if any)."""
@@ -69,18 +108,13 @@ class UnattachedState(_Base):
         return "Unattached" if self.voted_key is None else "Voted"
 
     def can_grant_vote(self, candidate: ReplicaKey, log_up_to_date: bool, pre_vote: bool) -> bool:
-        if pre_vote:
-            return log_up_to_date
-        if self.voted_key is not None:
-            # Only the same candidate again (a retried request): never two votes in one epoch.
-            return self.voted_key.matches(candidate)
-        if self.leader_id is not None:
-            return False
-        return log_up_to_date
+        return _unattached_grant(
+            self.voted_key, self.leader_id, candidate, log_up_to_date, pre_vote
+        )
 
 
 @dataclass(slots=True)
-class ProspectiveState(_Base):
+class ProspectiveState(_Base, _VoteTally):
     """KIP-996 pre-vote: asking whether an election could succeed, without bumping the epoch.
 
     Keeps the leader id and vote of the state it came from; never persisted.
@@ -102,29 +136,13 @@ class ProspectiveState(_Base):
         return "Prospective"
 
     def can_grant_vote(self, candidate: ReplicaKey, log_up_to_date: bool, pre_vote: bool) -> bool:
-        if pre_vote:
-            return log_up_to_date
-        if self.voted_key is not None:
-            return self.voted_key.matches(candidate)
-        if self.leader_id is not None:
-            return False
-        return log_up_to_date
-
-    def majority_size(self) -> int:
-        return len(self.voters) // 2 + 1
-
-    def is_vote_granted(self) -> bool:
-        return len(self.granting & self.voters) >= self.majority_size()
-
-    def is_vote_rejected(self) -> bool:
-        return len(self.rejecting & self.voters) > len(self.voters) - self.majority_size()
-
-    def unrecorded_voters(self) -> set[int]:
-        return set(self.voters) - self.granting - self.rejecting
+        return _unattached_grant(
+            self.voted_key, self.leader_id, candidate, log_up_to_date, pre_vote
+        )
 
 
 @dataclass(slots=True)
-class CandidateState(_Base):
+class CandidateState(_Base, _VoteTally):
     """Standing for election in ``epoch``, having voted for itself (persisted).
 
     After losing (a majority rejected) it backs off until ``backoff_deadline_ms``, then goes
@@ -150,18 +168,6 @@ class CandidateState(_Base):
     def can_grant_vote(self, candidate: ReplicaKey, log_up_to_date: bool, pre_vote: bool) -> bool:
         # A candidate has voted for itself; it still answers pre-votes on their merit.
         return pre_vote and log_up_to_date
-
-    def majority_size(self) -> int:
-        return len(self.voters) // 2 + 1
-
-    def is_vote_granted(self) -> bool:
-        return len(self.granting & self.voters) >= self.majority_size()
-
-    def is_vote_rejected(self) -> bool:
-        return len(self.rejecting & self.voters) > len(self.voters) - self.majority_size()
-
-    def unrecorded_voters(self) -> set[int]:
-        return set(self.voters) - self.granting - self.rejecting
 
     @property
     def is_backing_off(self) -> bool:
