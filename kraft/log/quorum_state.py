@@ -249,20 +249,16 @@ class QuorumStateStore(Protocol):
 
         :class:`~kraft.errors.QuorumStateError` if it exists but cannot be read.
         """
-        ...
 
     def write_election_state(self, state: ElectionState, kraft_version: int = 1) -> None:
         """Make ``state`` durable before returning; :class:`~kraft.errors.QuorumStateError`
         if it could not be."""
-        ...
 
     def clear(self) -> None:
         """Forget the stored state (tests, and wiping a replica)."""
-        ...
 
     def describe(self) -> str:
         """Where the state lives, for log lines and error messages."""
-        ...
 
 
 class FileQuorumStateStore:

@@ -20,7 +20,6 @@ class Clock(Protocol):
 
     def now_ns(self) -> int:
         """Return the current monotonic time in nanoseconds."""
-        ...
 
 
 class SystemClock:

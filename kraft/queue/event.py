@@ -82,15 +82,12 @@ class EventQueue(Protocol):
 
     def prepend(self, event: Event) -> None:
         """Put ``event`` at the head of the queue: it runs next (last prepended runs first)."""
-        ...
 
     def append(self, event: Event) -> None:
         """Put ``event`` at the tail of the queue: appends run in the order they were made."""
-        ...
 
     def append_with_deadline(self, deadline_ns: int, event: Event) -> None:
         """Append ``event``; if it has not started by ``deadline_ns`` it fails with a timeout."""
-        ...
 
     def schedule_deferred(
         self, tag: str | None, deadline_fn: DeadlineFunction, event: Event
@@ -100,28 +97,21 @@ class EventQueue(Protocol):
         An event already scheduled under the same non-``None`` ``tag`` is replaced: it is
         dropped without being run or failed, and its deadline is what ``deadline_fn`` gets.
         """
-        ...
 
     def cancel_deferred(self, tag: str) -> None:
         """Drop the deferred event scheduled under ``tag``, if any, without completing it."""
-        ...
 
     def begin_shutdown(self, source: str = ...) -> None:
         """Stop accepting events; fail deferred ones; run what is queued, then the cleanup."""
-        ...
 
     def size(self) -> int:
         """Return the number of queued, deferred and running events."""
-        ...
 
     def is_empty(self) -> bool:
         """Return True when no event is queued, deferred or running."""
-        ...
 
     def wakeup(self) -> None:
         """Make the queue re-read its clock (after a manual clock moved)."""
-        ...
 
     def close(self) -> None:
         """Shut down and wait until every event is done and the cleanup has run."""
-        ...

@@ -103,7 +103,6 @@ class AppendLock(Protocol):
 
     def __enter__(self) -> object:
         """Acquire."""
-        ...
 
     def __exit__(
         self,
@@ -113,7 +112,6 @@ class AppendLock(Protocol):
         /,
     ) -> bool | None:
         """Release."""
-        ...
 
 
 class _NoLock:

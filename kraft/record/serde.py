@@ -28,11 +28,9 @@ class RecordSerde(Protocol[T]):
 
     def encode(self, value: T) -> bytes:
         """The record value for ``value``."""
-        ...
 
     def decode(self, data: bytes | memoryview) -> T:
         """The ``T`` held in the record value ``data``."""
-        ...
 
 
 class BytesSerde:
