@@ -247,6 +247,28 @@ def with_base_offset(
     return bytes(out)
 
 
+def _read_headers(data: bytes, pos: int) -> tuple[tuple[tuple[str, bytes | None], ...], int]:
+    header_count, pos = read_varint(data, pos)
+    if header_count < 0:
+        raise CorruptRecordError("negative header count", position=pos)
+    headers: list[tuple[str, bytes | None]] = []
+    for _ in range(header_count):
+        key_len, pos = read_varint(data, pos)
+        if key_len < 0:
+            raise CorruptRecordError("null header key", position=pos)
+        if pos + key_len > len(data):
+            raise CorruptRecordError("header key runs past the batch", position=pos)
+        key = data[pos : pos + key_len].decode("utf-8")
+        pos += key_len
+        value_len, pos = read_varint(data, pos)
+        value: bytes | None = None
+        if value_len >= 0:
+            value = data[pos : pos + value_len]
+            pos += value_len
+        headers.append((key, value))
+    return tuple(headers), pos
+
+
 class RecordBatch:
     """A zero-copy view of one v2 batch; header fields are parsed, records are not.
 
@@ -354,55 +376,75 @@ class RecordBatch:
                 offset=self.base_offset,
                 position=self.position,
             )
-        buf = self.buffer
-        end = len(buf)
+        # One copy of the batch, then plain bytes indexing: slicing bytes yields bytes at once,
+        # and the one-byte varints (nearly every length and delta) are decoded inline.
+        data = bytes(self.buffer)
+        end = len(data)
         pos = RECORD_BATCH_OVERHEAD
         base_offset = self.base_offset
         base_timestamp = self.base_timestamp
         out: list[Record] = []
+        append = out.append
+        no_headers: tuple[tuple[str, bytes | None], ...] = ()
         try:
             for _ in range(self.records_count):
-                length, pos = read_varint(buf, pos)
+                b = data[pos]
+                if b < 0x80:
+                    length = (b >> 1) ^ -(b & 1)
+                    pos += 1
+                else:
+                    length, pos = read_varint(data, pos)
                 record_end = pos + length
                 if length < 0 or record_end > end:
                     raise CorruptRecordError("record length out of bounds", position=pos)
-                pos += 1  # attributes: unused in v2
-                ts_delta, pos = read_varlong(buf, pos)
-                offset_delta, pos = read_varint(buf, pos)
-                key_len, pos = read_varint(buf, pos)
+                b = data[pos + 1]  # pos: attributes, unused in v2
+                if b < 0x80:
+                    ts_delta = (b >> 1) ^ -(b & 1)
+                    pos += 2
+                else:
+                    ts_delta, pos = read_varlong(data, pos + 1)
+                b = data[pos]
+                if b < 0x80:
+                    offset_delta = (b >> 1) ^ -(b & 1)
+                    pos += 1
+                else:
+                    offset_delta, pos = read_varint(data, pos)
+                b = data[pos]
+                if b < 0x80:
+                    key_len = (b >> 1) ^ -(b & 1)
+                    pos += 1
+                else:
+                    key_len, pos = read_varint(data, pos)
                 key: bytes | None = None
                 if key_len >= 0:
-                    key = bytes(buf[pos : pos + key_len])
+                    key = data[pos : pos + key_len]
                     pos += key_len
-                value_len, pos = read_varint(buf, pos)
+                b = data[pos]
+                if b < 0x80:
+                    value_len = (b >> 1) ^ -(b & 1)
+                    pos += 1
+                else:
+                    value_len, pos = read_varint(data, pos)
                 value: bytes | None = None
                 if value_len >= 0:
-                    value = bytes(buf[pos : pos + value_len])
+                    value = data[pos : pos + value_len]
                     pos += value_len
-                header_count, pos = read_varint(buf, pos)
-                if header_count < 0:
-                    raise CorruptRecordError("negative header count", position=pos)
-                headers: list[tuple[str, bytes | None]] = []
-                for _h in range(header_count):
-                    hk_len, pos = read_varint(buf, pos)
-                    if hk_len < 0:
-                        raise CorruptRecordError("null header key", position=pos)
-                    hkey = bytes(buf[pos : pos + hk_len]).decode("utf-8")
-                    pos += hk_len
-                    hv_len, pos = read_varint(buf, pos)
-                    hvalue: bytes | None = None
-                    if hv_len >= 0:
-                        hvalue = bytes(buf[pos : pos + hv_len])
-                        pos += hv_len
-                    headers.append((hkey, hvalue))
+                if data[pos] == 0:  # no headers: the common case
+                    pos += 1
+                    headers = no_headers
+                else:
+                    headers, pos = _read_headers(data, pos)
                 if pos != record_end:
                     raise CorruptRecordError(
                         f"record length {length} does not match its contents", position=pos
                     )
-                out.append(
-                    Record(base_offset + offset_delta, base_timestamp + ts_delta, key, value,
-                           tuple(headers))
-                )
+                append(Record(base_offset + offset_delta, base_timestamp + ts_delta, key, value,
+                              headers))
+        except IndexError as exc:
+            raise CorruptRecordError(
+                "corrupt record in batch: a record runs past the end of the batch",
+                offset=base_offset, position=self.position + end,
+            ) from exc
         except CorruptRecordError as exc:
             raise CorruptRecordError(
                 f"corrupt record in batch: {exc.args[0]}",
