@@ -4,8 +4,7 @@ A log directory (``<data_dir>/__cluster_metadata-0``) holds::
 
     00000000000000000000.log        v2 record batches, back to back
     00000000000000000000.index      sparse offset index of that segment
-    00000000000001048576.log        the next segment, named by its base offset
-    ...
+    00000000000001048576.log        the next segment, named by its base offset (and so on)
     leader-epoch-checkpoint         epoch -> start offset (Kafka's text format)
     recovery-point                  every byte below this offset was fsynced
     .lock                           held (flock) while the log is open

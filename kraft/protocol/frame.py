@@ -195,7 +195,7 @@ class FrameDecoder(ABC, Generic[FrameT]):
         decoder = RequestFrameDecoder(max_frame_size=config_max)
         decoder.feed(chunk)          # any size, any split
         for frame in decoder:        # every frame now complete
-            ...
+            handle(frame)
         decoder.feed_eof()           # at end of stream: raises if a frame was cut short
 
     See the module docstring for the errors and why the decoder stays broken after one.

@@ -155,15 +155,21 @@ def bench_leader_append(
         if fsync_every:
             log.flush()
 
-    try:
-        seconds = timed(run)
-        written = log.size_in_bytes()
-    finally:
-        log.close()
-        shutil.rmtree(directory)
+    seconds, written = timed_then_remove(log, directory, run)
     mode = {None: "no fsync", 1: "fsync/batch"}.get(fsync_every, f"fsync/{fsync_every} batches")
     return Result("leader append", f"{per_batch} records/batch, {mode}", seconds,
                   batches * per_batch, written)
+
+
+def timed_then_remove(
+    log: FileLog, directory: Path, run: Callable[[], None]
+) -> tuple[float, int]:
+    """Time ``run`` on ``log``; return the seconds and the bytes it wrote, then delete the log."""
+    try:
+        return timed(run), log.size_in_bytes()
+    finally:
+        log.close()
+        shutil.rmtree(directory)
 
 
 def encode_chunks(total_bytes: int, chunk_bytes: int, per_batch: int,
@@ -192,12 +198,7 @@ def bench_follower_append(directory: Path, sizes: Sizes) -> Result:
             log.append_as_follower(chunk)
             log.flush()
 
-    try:
-        seconds = timed(run)
-        written = log.size_in_bytes()
-    finally:
-        log.close()
-        shutil.rmtree(directory)
+    seconds, written = timed_then_remove(log, directory, run)
     size = len(chunks[0])
     return Result("follower append", f"{len(chunks)} chunks of {size / MIB:.2f} MiB, fsync/chunk",
                   seconds, records, written)
