@@ -135,6 +135,14 @@ class ReplicatedLog(Protocol):
         ``epoch`` below the latest epoch in the log is an :class:`~kraft.errors.InvalidAppendError`.
         """
 
+    def append_encoded(self, data: bytes) -> LogAppendInfo:
+        """Append one batch the leader encoded itself (the batch accumulator's bytes).
+
+        The batch must start at the log end offset and its epoch must not go back
+        (:class:`~kraft.errors.InvalidAppendError`); its CRC is trusted, not recomputed: these
+        bytes never left the process. This is the leader's fast path: no re-encoding.
+        """
+
     def append_as_follower(self, batches: Buffer) -> LogAppendInfo:
         """Append whole batches fetched from the leader, as bytes (no re-encoding).
 

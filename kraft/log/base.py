@@ -12,9 +12,9 @@ from abc import ABC, abstractmethod
 from kraft.errors import InvalidAppendError
 from kraft.log.api import OffsetAndEpoch, ValidOffsetAndEpoch
 from kraft.log.epoch_cache import EpochCache, validate_offset_and_epoch
-from kraft.record.batch import Buffer, RecordBatch, iter_batches
+from kraft.record.batch import Buffer, RecordBatch, iter_batches, read_batch
 
-__all__ = ["LogBase", "validate_follower_batches"]
+__all__ = ["LogBase", "check_encoded_batch", "validate_follower_batches"]
 
 
 def validate_follower_batches(
@@ -45,6 +45,29 @@ def validate_follower_batches(
         epoch_floor = batch.partition_leader_epoch
         expected = batch.next_offset
     return views
+
+
+def check_encoded_batch(
+    data: bytes, log_end_offset: int, latest_epoch: int | None
+) -> RecordBatch:
+    """Check a leader's pre-encoded batch (``append_encoded``) without its CRC."""
+    batch = read_batch(data, verify_crc=False)
+    if batch.size_in_bytes != len(data):
+        raise InvalidAppendError(
+            f"append_encoded takes exactly one batch: {len(data)} bytes, the batch has "
+            f"{batch.size_in_bytes}"
+        )
+    if batch.base_offset != log_end_offset:
+        raise InvalidAppendError(
+            f"batch has base offset {batch.base_offset}, expected the log end offset "
+            f"{log_end_offset}"
+        )
+    if latest_epoch is not None and batch.partition_leader_epoch < latest_epoch:
+        raise InvalidAppendError(
+            f"batch has epoch {batch.partition_leader_epoch}, below the log's latest epoch "
+            f"{latest_epoch}"
+        )
+    return batch
 
 
 class LogBase(ABC):

@@ -36,7 +36,7 @@ from kraft.errors import (
     StorageError,
 )
 from kraft.log.api import DEFAULT_MAX_READ_BYTES, Isolation, LogAppendInfo, LogFetchInfo
-from kraft.log.base import LogBase, validate_follower_batches
+from kraft.log.base import LogBase, check_encoded_batch, validate_follower_batches
 from kraft.log.epoch_cache import EpochCache, read_checkpoint, write_checkpoint
 from kraft.log.fsutil import fsync_directory, write_atomically
 from kraft.log.segment import Segment
@@ -366,6 +366,13 @@ class FileLog(LogBase):
         self._assign_epoch(epoch, base)
         self._append_batches(data, [(last, 0, len(data))])
         return LogAppendInfo(base, last)
+
+    def append_encoded(self, data: bytes) -> LogAppendInfo:
+        self._check_open()
+        batch = check_encoded_batch(data, self.log_end_offset, self._epochs.latest_epoch)
+        self._assign_epoch(batch.partition_leader_epoch, batch.base_offset)
+        self._append_batches(data, [(batch.last_offset, 0, len(data))])
+        return LogAppendInfo(batch.base_offset, batch.last_offset)
 
     def append_as_follower(self, batches: Buffer) -> LogAppendInfo:
         self._check_open()

@@ -13,7 +13,7 @@ import bisect
 from collections.abc import Sequence
 
 from kraft.log.api import DEFAULT_MAX_READ_BYTES, Isolation, LogAppendInfo, LogFetchInfo
-from kraft.log.base import LogBase, validate_follower_batches
+from kraft.log.base import LogBase, check_encoded_batch, validate_follower_batches
 from kraft.log.epoch_cache import EpochCache
 from kraft.record.batch import Buffer, RecordBatch, SimpleRecord, encode_batch, read_batch
 
@@ -61,6 +61,12 @@ class MemoryLog(LogBase):
         self._epochs.assign(epoch, base)
         self._add(data, base, base + len(records) - 1)
         return LogAppendInfo(base, base + len(records) - 1)
+
+    def append_encoded(self, data: bytes) -> LogAppendInfo:
+        batch = check_encoded_batch(data, self._end_offset, self._epochs.latest_epoch)
+        self._epochs.assign(batch.partition_leader_epoch, batch.base_offset)
+        self._add(bytes(data), batch.base_offset, batch.last_offset)
+        return LogAppendInfo(batch.base_offset, batch.last_offset)
 
     def append_as_follower(self, batches: Buffer) -> LogAppendInfo:
         views = validate_follower_batches(batches, self._end_offset, self._epochs.latest_epoch)

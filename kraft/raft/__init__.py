@@ -1,8 +1,6 @@
-"""The Raft core, sans-IO: quorum states and transitions, the leader's replica tracking,
-the batch accumulator, request bookkeeping, and the protocols the core is driven through.
-
-``KafkaRaftClient`` itself is being built on these (issue 3); until it lands this package
-offers its parts, each tested on its own.
+"""The Raft core, sans-IO: ``KafkaRaftClient`` and its parts -- quorum states and
+transitions, the leader's replica tracking, the batch accumulator, request bookkeeping, the
+fetch purgatory, the listener registry, and the protocols the core is driven through.
 """
 
 from __future__ import annotations
@@ -15,7 +13,17 @@ from kraft.raft.channel import (
     NetworkChannel,
     RaftMessageQueue,
 )
+from kraft.raft.client import KafkaRaftClient, bootstrap_server_id
 from kraft.raft.leader import LeaderState, ReplicaState
+from kraft.raft.listeners import (
+    Batch,
+    BatchReader,
+    ControlRecord,
+    LeaderAndEpoch,
+    Listener,
+    LogBatchReader,
+    MemoryBatchReader,
+)
 from kraft.raft.quorum import QuorumState
 from kraft.raft.requests import RequestManager
 from kraft.raft.states import (
@@ -29,7 +37,16 @@ from kraft.raft.states import (
 )
 
 __all__ = [
+    "Batch",
     "BatchAccumulator",
+    "BatchReader",
+    "ControlRecord",
+    "KafkaRaftClient",
+    "LeaderAndEpoch",
+    "Listener",
+    "LogBatchReader",
+    "MemoryBatchReader",
+    "bootstrap_server_id",
     "CandidateState",
     "Clock",
     "CompletedBatch",

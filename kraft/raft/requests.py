@@ -19,6 +19,7 @@ __all__ = ["RequestManager"]
 @dataclass(slots=True)
 class _Connection:
     correlation_id: int | None = None  # the request in flight, if any
+    api_key: int | None = None  # its API key: a response of another API is not its answer
     sent_ms: int = 0
     backoff_until_ms: int = 0
 
@@ -89,9 +90,38 @@ class RequestManager:
             self.remaining_request_time_ms(node, now_ms), self.remaining_backoff_ms(node, now_ms)
         )
 
-    def is_response_expected(self, node: int, correlation_id: int) -> bool:
+    def is_response_expected(
+        self, node: int, correlation_id: int, api_key: int | None = None
+    ) -> bool:
+        """Whether this answers the request in flight to ``node`` (and, given ``api_key``,
+        is a response of the same API)."""
         connection = self._connections.get(node)
-        return connection is not None and connection.correlation_id == correlation_id
+        return (
+            connection is not None
+            and connection.correlation_id == correlation_id
+            and (api_key is None or connection.api_key is None or connection.api_key == api_key)
+        )
+
+    @property
+    def bootstrap_servers(self) -> list[int]:
+        return list(self._bootstrap_servers)
+
+    def remaining_any_request_time_ms(self, now_ms: int) -> int:
+        """Time until the earliest request in flight times out (0: none in flight)."""
+        timeout = self._request_timeout_ms
+        return max(0, min(
+            (c.sent_ms + timeout - now_ms for c in self._connections.values()
+             if c.correlation_id is not None and now_ms < c.sent_ms + timeout),
+            default=0,
+        ))
+
+    def has_any_inflight_request(self, now_ms: int) -> bool:
+        """Whether any destination has a request in flight (not timed out)."""
+        timeout = self._request_timeout_ms
+        return any(
+            c.correlation_id is not None and now_ms < c.sent_ms + timeout
+            for c in self._connections.values()
+        )
 
     def find_ready_bootstrap_server(self, now_ms: int) -> int | None:
         """A bootstrap server ready for a request, starting the search at a random one."""
@@ -112,9 +142,12 @@ class RequestManager:
         return min(self.time_until_ready_ms(n, now_ms) for n in self._bootstrap_servers)
 
     # -- updates ---------------------------------------------------------------------------
-    def on_request_sent(self, node: int, correlation_id: int, now_ms: int) -> None:
+    def on_request_sent(
+        self, node: int, correlation_id: int, now_ms: int, api_key: int | None = None
+    ) -> None:
         connection = self._connection(node)
         connection.correlation_id = correlation_id
+        connection.api_key = api_key
         connection.sent_ms = now_ms
         connection.backoff_until_ms = 0
 
@@ -126,6 +159,7 @@ class RequestManager:
             return
         connection = self._connections[node]
         connection.correlation_id = None
+        connection.api_key = None
         connection.backoff_until_ms = 0 if success else now_ms + self._retry_backoff_ms
 
     def reset(self, node: int) -> None:

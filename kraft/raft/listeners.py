@@ -1,0 +1,334 @@
+"""What a state machine sees of the log: ``Listener``, ``Batch``, ``BatchReader``, leader changes.
+
+KRAFT-BEHAVIOUR §2 (Kafka's ``RaftClient.Listener`` and ``KafkaRaftClient.ListenerContext``):
+
+- A listener receives committed data only, from its *own* next offset: each registered
+  listener has a context holding the offset it expects next (-1 for a new one).
+- ``handle_commit`` gets a :class:`BatchReader`. On the leader, a batch that commits while a
+  listener expects exactly its base offset is handed over from memory (its records are the
+  objects that were appended, no decoding). Otherwise batches are read from the log.
+- A reader over the log does not know its last offset until it is closed (Kafka's
+  ``RecordsBatchReader``): while such a reader is open the listener gets nothing more, and
+  ``close()`` moves the listener past the last batch it *iterated* and wakes the client. A
+  reader closed without being iterated delivers the same batches again. A reader from memory
+  knows its last offset at once, so the next batch may follow before it is closed.
+- ``handle_leader_change`` fires when the epoch grows, or when the leader of the current epoch
+  becomes known; never twice for the same value. When the local replica is the leader it waits
+  until the listener has passed the epoch's start offset (the LeaderChange record), so the
+  state machine has seen every earlier commit before it starts writing.
+
+The callbacks run on the thread that calls ``KafkaRaftClient.poll()``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Generic, NamedTuple, Protocol, TypeVar
+
+from kraft.record.batch import iter_batches
+from kraft.record.control import ControlMessage, ControlRecordType, control_records
+from kraft.record.serde import RecordSerde
+
+if TYPE_CHECKING:
+    from kraft.log.api import OffsetAndEpoch
+
+__all__ = [
+    "Batch",
+    "BatchReader",
+    "ControlRecord",
+    "LeaderAndEpoch",
+    "Listener",
+    "LogBatchReader",
+    "MemoryBatchReader",
+    "SnapshotReaderLike",
+]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class LeaderAndEpoch(NamedTuple):
+    """The leader of ``epoch`` as this replica knows it (``None``: unknown)."""
+
+    leader_id: int | None
+    epoch: int
+
+    def is_leader(self, replica_id: int | None) -> bool:
+        return replica_id is not None and self.leader_id == replica_id
+
+
+#: What a listener has been told before anything: no leader, epoch 0 (Kafka's
+#: ``LeaderAndEpoch.UNKNOWN``).
+UNKNOWN_LEADER = LeaderAndEpoch(None, 0)
+
+
+class ControlRecord(NamedTuple):
+    """One record of a control batch: its type and decoded message."""
+
+    type: ControlRecordType
+    message: ControlMessage
+
+
+class Batch(Generic[T]):
+    """One committed batch: its offsets and epoch, and its records (empty for a control batch,
+    whose records are in ``control_records``)."""
+
+    __slots__ = (
+        "append_timestamp_ms",
+        "base_offset",
+        "control_records",
+        "epoch",
+        "last_offset",
+        "records",
+        "size_in_bytes",
+    )
+
+    def __init__(
+        self,
+        base_offset: int,
+        last_offset: int,
+        epoch: int,
+        append_timestamp_ms: int,
+        size_in_bytes: int,
+        records: list[T],
+        control_records: list[ControlRecord] | None = None,
+    ) -> None:
+        self.base_offset = base_offset
+        self.last_offset = last_offset
+        self.epoch = epoch
+        self.append_timestamp_ms = append_timestamp_ms
+        self.size_in_bytes = size_in_bytes
+        self.records = records
+        self.control_records: list[ControlRecord] = (
+            [] if control_records is None else control_records
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Batch):
+            return NotImplemented
+        return (
+            self.base_offset == other.base_offset
+            and self.last_offset == other.last_offset
+            and self.epoch == other.epoch
+            and self.records == other.records
+            and self.control_records == other.control_records
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        kind = f"control={[c.type.name for c in self.control_records]}" if (
+            self.control_records
+        ) else f"records={len(self.records)}"
+        return (
+            f"Batch(base_offset={self.base_offset}, last_offset={self.last_offset}, "
+            f"epoch={self.epoch}, {kind})"
+        )
+
+
+class BatchReader(Generic[T]):
+    """Committed batches for one ``handle_commit`` call. Iterate it, then :meth:`close` it.
+
+    Also a context manager (closing on exit).
+    """
+
+    __slots__ = ("_closed", "_on_close", "base_offset")
+
+    def __init__(self, base_offset: int, on_close: Callable[[BatchReader[T]], None]) -> None:
+        self.base_offset = base_offset
+        self._on_close = on_close
+        self._closed = False
+
+    def __iter__(self) -> Iterator[Batch[T]]:
+        return self
+
+    def __next__(self) -> Batch[T]:
+        raise NotImplementedError
+
+    def last_offset(self) -> int | None:
+        """The last offset this reader delivers, when known (see the module docstring)."""
+        raise NotImplementedError
+
+    @property
+    def is_closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Done with this reader: the listener's next offset moves past what it delivered."""
+        if not self._closed:
+            self._closed = True
+            self._on_close(self)
+
+    def __enter__(self) -> BatchReader[T]:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class MemoryBatchReader(BatchReader[T]):
+    """One batch the leader appended, delivered from memory as it commits."""
+
+    __slots__ = ("_batch", "_done")
+
+    def __init__(self, batch: Batch[T], on_close: Callable[[BatchReader[T]], None]) -> None:
+        super().__init__(batch.base_offset, on_close)
+        self._batch = batch
+        self._done = False
+
+    def __next__(self) -> Batch[T]:
+        if self._done or self._closed:
+            raise StopIteration
+        self._done = True
+        return self._batch
+
+    def last_offset(self) -> int | None:
+        return self._batch.last_offset
+
+
+class LogBatchReader(BatchReader[T]):
+    """Whole committed batches read from the log, decoded lazily, one batch per step.
+
+    Every batch's CRC is checked as it is read; a corrupt one raises
+    :class:`~kraft.errors.CorruptRecordError` from the iteration.
+    """
+
+    __slots__ = ("_batches", "_last_returned", "_serde")
+
+    def __init__(
+        self,
+        base_offset: int,
+        data: bytes,
+        serde: RecordSerde[T],
+        on_close: Callable[[BatchReader[T]], None],
+    ) -> None:
+        super().__init__(base_offset, on_close)
+        self._batches = iter_batches(data, verify_crc=True)
+        self._serde = serde
+        self._last_returned: int | None = None
+
+    def __next__(self) -> Batch[T]:
+        if self._closed:
+            raise StopIteration
+        view = next(self._batches)
+        if view.is_control:
+            controls = [ControlRecord(kind, message) for kind, message in control_records(view)]
+            batch: Batch[T] = Batch(
+                view.base_offset, view.last_offset, view.epoch, view.max_timestamp,
+                view.size_in_bytes, [], controls,
+            )
+        else:
+            decode = self._serde.decode
+            records = [decode(b"" if value is None else value) for value in view.values()]
+            batch = Batch(
+                view.base_offset, view.last_offset, view.epoch, view.max_timestamp,
+                view.size_in_bytes, records,
+            )
+        self._last_returned = view.last_offset
+        return batch
+
+    def last_offset(self) -> int | None:
+        # Kafka: known only once closed, and then it is the last batch handed out.
+        return self._last_returned if self._closed else None
+
+
+class SnapshotReaderLike(Protocol[T]):
+    """What ``handle_load_snapshot`` receives (the snapshot issue supplies the reader)."""
+
+    @property
+    def snapshot_id(self) -> OffsetAndEpoch:
+        """The snapshot's end offset (exclusive) and epoch."""
+
+    def __iter__(self) -> Iterator[Batch[T]]:
+        """The snapshot's batches."""
+
+    def close(self) -> None:
+        """Done with the snapshot."""
+
+
+class Listener(Generic[T]):
+    """A state machine fed by the client. Override ``handle_commit``; the rest is optional.
+
+    Every callback runs on the thread that polls the client and must return quickly.
+    """
+
+    def handle_commit(self, reader: BatchReader[T]) -> None:
+        """Newly committed batches, from this listener's next offset. Close ``reader``."""
+        raise NotImplementedError
+
+    def handle_load_snapshot(self, reader: SnapshotReaderLike[T]) -> None:
+        """Replace all state with this snapshot's. Close ``reader``."""
+        reader.close()
+
+    def handle_leader_change(self, leader: LeaderAndEpoch) -> None:
+        """The leader or epoch changed (see the module docstring for when this fires)."""
+
+    def begin_shutdown(self) -> None:
+        """The client started shutting down (kraft calls this; Kafka never does)."""
+
+
+class ListenerContext(Generic[T]):
+    """The client's bookkeeping for one registered listener (Kafka's ``ListenerContext``)."""
+
+    __slots__ = ("_wakeup", "last_fired", "last_sent", "listener", "next_offset")
+
+    #: The next offset of a listener that has received nothing yet.
+    STARTING_NEXT_OFFSET = -1
+
+    def __init__(self, listener: Listener[T], wakeup: Callable[[], None]) -> None:
+        self.listener = listener
+        self.next_offset = self.STARTING_NEXT_OFFSET
+        self.last_sent: BatchReader[T] | None = None
+        self.last_fired = UNKNOWN_LEADER
+        self._wakeup = wakeup
+
+    def next_expected_offset(self) -> int | None:
+        """The offset to deliver next; ``None`` while an open reader's end is unknown."""
+        sent = self.last_sent
+        if sent is not None:
+            last = sent.last_offset()
+            return None if last is None else last + 1
+        return self.next_offset
+
+    def fire_handle_commit(self, reader: BatchReader[T]) -> None:
+        # Everything before the reader's first offset has been delivered.
+        self.next_offset = max(self.next_offset, reader.base_offset)
+        self.last_sent = reader
+        self.listener.handle_commit(reader)
+
+    def on_close(self, reader: BatchReader[T]) -> None:
+        last = reader.last_offset()
+        if last is not None:
+            self.next_offset = max(self.next_offset, last + 1)
+        if self.last_sent is reader:
+            self.last_sent = None
+            self._wakeup()
+
+    def _should_fire(self, leader: LeaderAndEpoch) -> bool:
+        fired = self.last_fired
+        if leader == fired:
+            return False
+        if leader.epoch > fired.epoch:
+            return True
+        return leader.epoch == fired.epoch and leader.leader_id is not None and (
+            fired.leader_id is None
+        )
+
+    def maybe_fire_leader_change(
+        self, leader: LeaderAndEpoch, epoch_start_offset: int | None = None
+    ) -> None:
+        """Tell the listener of ``leader`` unless it knows already.
+
+        ``epoch_start_offset`` is given when the local replica leads: then the news waits
+        until the listener has read past the epoch's first record.
+        """
+        if not self._should_fire(leader):
+            return
+        if epoch_start_offset is not None:
+            next_offset = self.next_expected_offset()
+            if next_offset is None or next_offset <= epoch_start_offset:
+                return
+        self.last_fired = leader
+        self.listener.handle_leader_change(leader)
