@@ -370,6 +370,14 @@ class RecordBatch:
     # -- records -----------------------------------------------------------------------------
     def records(self) -> list[Record]:
         """Decode every record of the batch. Raises :class:`CorruptRecordError` on bad bytes."""
+        return self._decode(values_only=False)  # type: ignore[return-value]
+
+    def values(self) -> list[bytes | None]:
+        """The record values, in offset order (no ``Record`` objects are built)."""
+        return self._decode(values_only=True)  # type: ignore[return-value]
+
+    def _decode(self, values_only: bool) -> list[Record] | list[bytes | None]:
+        """Walk every record, checking its framing; keep whole records or just values."""
         if self.compression:
             raise CorruptRecordError(
                 f"compressed batches are not supported (codec {self.compression})",
@@ -383,7 +391,7 @@ class RecordBatch:
         pos = RECORD_BATCH_OVERHEAD
         base_offset = self.base_offset
         base_timestamp = self.base_timestamp
-        out: list[Record] = []
+        out: list[object] = []
         append = out.append
         no_headers: tuple[tuple[str, bytes | None], ...] = ()
         try:
@@ -392,6 +400,10 @@ class RecordBatch:
                 if b < 0x80:
                     length = (b >> 1) ^ -(b & 1)
                     pos += 1
+                elif data[pos + 1] < 0x80:  # two bytes: records of 64 B to 8 KiB
+                    raw = (b & 0x7F) | (data[pos + 1] << 7)
+                    length = (raw >> 1) ^ -(raw & 1)
+                    pos += 2
                 else:
                     length, pos = read_varint(data, pos)
                 record_end = pos + length
@@ -407,6 +419,10 @@ class RecordBatch:
                 if b < 0x80:
                     offset_delta = (b >> 1) ^ -(b & 1)
                     pos += 1
+                elif data[pos + 1] < 0x80:
+                    raw = (b & 0x7F) | (data[pos + 1] << 7)
+                    offset_delta = (raw >> 1) ^ -(raw & 1)
+                    pos += 2
                 else:
                     offset_delta, pos = read_varint(data, pos)
                 b = data[pos]
@@ -423,6 +439,10 @@ class RecordBatch:
                 if b < 0x80:
                     value_len = (b >> 1) ^ -(b & 1)
                     pos += 1
+                elif data[pos + 1] < 0x80:
+                    raw = (b & 0x7F) | (data[pos + 1] << 7)
+                    value_len = (raw >> 1) ^ -(raw & 1)
+                    pos += 2
                 else:
                     value_len, pos = read_varint(data, pos)
                 value: bytes | None = None
@@ -438,8 +458,11 @@ class RecordBatch:
                     raise CorruptRecordError(
                         f"record length {length} does not match its contents", position=pos
                     )
-                append(Record(base_offset + offset_delta, base_timestamp + ts_delta, key, value,
-                              headers))
+                if values_only:
+                    append(value)
+                else:
+                    append(Record(base_offset + offset_delta, base_timestamp + ts_delta, key,
+                                  value, headers))
         except IndexError as exc:
             raise CorruptRecordError(
                 "corrupt record in batch: a record runs past the end of the batch",
@@ -460,11 +483,7 @@ class RecordBatch:
                 f"{end - pos} bytes after the last record", offset=base_offset,
                 position=self.position + pos,
             )
-        return out
-
-    def values(self) -> list[bytes | None]:
-        """The record values, in offset order."""
-        return [r.value for r in self.records()]
+        return out  # type: ignore[return-value]
 
 
 def read_batch(
