@@ -675,12 +675,15 @@ class KafkaRaftClient(Generic[T]):
         return known is None or known == leader_id
 
     def _current_endpoints(self) -> Endpoints:
+        """The endpoints this replica knows for its current leader (none without one)."""
         state = self.quorum.state
         if isinstance(state, FollowerState):
             return state.leader_endpoints
-        if isinstance(state, LeaderState | ResignedState) and self.local_id is not None:
-            return self.quorum.leader_endpoints(self.local_id)
-        return ()
+        leader = self.quorum.leader_id
+        # Leader, Resigned, and a Prospective or Unattached replica that knows its leader:
+        # the static voter set holds that leader's address (Kafka keeps the endpoints a
+        # Follower had when it turns Prospective).
+        return () if leader is None else self.quorum.leader_endpoints(leader)
 
     # =============================================================================================
     # The leader's append path
