@@ -21,7 +21,7 @@ def main() -> None:
     cluster.append([b"alpha", b"beta"])
     cluster.append([b"gamma"])
     cluster.run_until(
-        lambda: all(len(l.records) == 3 for l in cluster.listeners.values()), timeout_ms=5_000
+        lambda: all(len(r.records) == 3 for r in cluster.listeners.values()), timeout_ms=5_000
     )
     for node_id, listener in cluster.listeners.items():
         print(f"  node {node_id} committed {listener.records}")
