@@ -14,9 +14,11 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $@
 
-# The main job, for now: format a data directory, write a log, reopen (recover) it, dump it.
+# The main job, for now: format a data directory, write a log, reopen (recover) it, dump it;
+# then run a three-node quorum of real Raft clients in memory (election, replication, failover).
 run: install
 	$(PY) examples/storage_demo.py --dir $(RUN_DIR)/storage-demo
+	$(PY) examples/raft_in_memory.py
 
 # All tests except those marked slow. pytest's exit code is the verdict (5 = no tests = failure).
 test: install
