@@ -33,7 +33,20 @@ from kraft.protocol.envelope import (
     OutboundRequest,
     OutboundResponse,
 )
-from kraft.protocol.messages import Request, Response, VoteRequest, VoteResponse
+from kraft.protocol.messages import (
+    INT64_MAX,
+    BeginQuorumEpochRequest,
+    Endpoint,
+    EndQuorumEpochRequest,
+    FetchRequest,
+    FetchResponse,
+    LeaderIdAndEpoch,
+    PreferredCandidate,
+    Request,
+    Response,
+    VoteRequest,
+    VoteResponse,
+)
 from kraft.raft.channel import DequeMessageQueue
 from kraft.raft.client import KafkaRaftClient
 from kraft.raft.listeners import Batch, BatchReader, LeaderAndEpoch, Listener
@@ -313,6 +326,113 @@ class RaftTestContext(Generic[T]):
     def stored_state(self) -> ElectionState | None:
         """What the quorum-state store holds now."""
         return self.store.read_election_state()
+
+    # -- request builders (what a peer would send) ----------------------------------------------
+    def endpoints_of(self, replica_id: int) -> tuple[Endpoint, ...]:
+        """The listener endpoints of a voter, as the config knows them."""
+        endpoint = self.config.voters.get(replica_id)
+        return () if endpoint is None else (Endpoint("CONTROLLER", endpoint.host, endpoint.port),)
+
+    def vote_request(
+        self,
+        epoch: int,
+        candidate_id: int,
+        last_epoch: int,
+        last_offset: int,
+        *,
+        pre_vote: bool = False,
+    ) -> VoteRequest:
+        """A (pre-)vote request from ``candidate_id`` addressed to this replica."""
+        return VoteRequest(
+            replica_epoch=epoch, replica_id=candidate_id, last_offset_epoch=last_epoch,
+            last_offset=last_offset, pre_vote=pre_vote,
+            voter_id=-1 if self.client.local_id is None else self.client.local_id,
+        )
+
+    def begin_epoch_request(self, epoch: int, leader_id: int) -> BeginQuorumEpochRequest:
+        """A BeginQuorumEpoch from ``leader_id``, with its endpoints from the config."""
+        return BeginQuorumEpochRequest(
+            leader_id=leader_id, leader_epoch=epoch,
+            voter_id=-1 if self.client.local_id is None else self.client.local_id,
+            leader_endpoints=self.endpoints_of(leader_id),
+        )
+
+    def end_epoch_request(
+        self, epoch: int, leader_id: int, preferred_candidates: Sequence[int] = ()
+    ) -> EndQuorumEpochRequest:
+        """An EndQuorumEpoch from a resigning ``leader_id``."""
+        return EndQuorumEpochRequest(
+            leader_id=leader_id, leader_epoch=epoch,
+            preferred_candidates=tuple(PreferredCandidate(c) for c in preferred_candidates),
+            leader_endpoints=self.endpoints_of(leader_id),
+        )
+
+    def fetch_request(
+        self,
+        epoch: int,
+        replica_id: int,
+        fetch_offset: int,
+        last_fetched_epoch: int,
+        *,
+        max_wait_ms: int = 0,
+        high_watermark: int = INT64_MAX,
+    ) -> FetchRequest:
+        """A Fetch from ``replica_id`` as a follower of this replica would send it."""
+        return FetchRequest(
+            replica_id=replica_id, current_leader_epoch=epoch, fetch_offset=fetch_offset,
+            last_fetched_epoch=last_fetched_epoch, max_wait_ms=max_wait_ms,
+            high_watermark=high_watermark,
+        )
+
+    def fetch_response(
+        self,
+        epoch: int,
+        leader_id: int,
+        records: bytes = b"",
+        high_watermark: int = -1,
+        error: int = 0,
+    ) -> FetchResponse:
+        """A leader's answer to a Fetch."""
+        return FetchResponse(
+            partition_error_code=error, high_watermark=high_watermark, records=records,
+            current_leader=LeaderIdAndEpoch(leader_id, epoch),
+        )
+
+    # -- round trips ----------------------------------------------------------------------------
+    def answer_fetch(
+        self, records: bytes = b"", high_watermark: int = -1, *, poll: bool = True
+    ) -> OutboundRequest:
+        """Answer the one Fetch the client sent, as its leader, then poll (unless told not).
+
+        Returns the Fetch that was answered.
+        """
+        request, _body = self.single_sent_request(FetchRequest)
+        leader = self.client.leader_id
+        self.deliver_response(request, self.fetch_response(
+            self.client.epoch, -1 if leader is None else leader, records, high_watermark,
+        ))
+        if poll:
+            self.poll()
+        return request
+
+    def advance_leader_high_watermark_to_log_end(self) -> int:
+        """As the local leader, have a majority of the other voters fetch at its log end, so
+        the high watermark reaches it; return the high watermark."""
+        client = self.client
+        if not client.is_leader:
+            raise AssertionError(f"not the leader: {client!r}")
+        self.poll_until_idle()  # drain what the accumulator holds
+        others = [v for v in sorted(self.config.voter_ids) if v != client.local_id]
+        needed = len(self.config.voter_ids) // 2
+        for voter in others[:needed]:
+            self.deliver_request(self.fetch_request(
+                client.epoch, voter, self.log.log_end_offset, self.log.last_fetched_epoch,
+            ), voter)
+            self.poll()
+        self.sent_responses(FetchResponse)
+        high_watermark = client.high_watermark
+        assert high_watermark == self.log.log_end_offset, (high_watermark, client)
+        return high_watermark
 
     # -- scripted situations ----------------------------------------------------------------
     def become_leader(self) -> int:
