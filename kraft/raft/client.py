@@ -235,6 +235,15 @@ class KafkaRaftClient(Generic[T]):
     def is_initialized(self) -> bool:
         return self._initialized
 
+    def close(self) -> None:
+        """Flush the log and drop the leader's unwritten appends. The log itself belongs to
+        the caller, who closes it after this (the runtime does, in Kafka's order)."""
+        state = self.quorum.state
+        if isinstance(state, LeaderState):
+            state.accumulator.close()
+        if self._initialized:
+            self.log.flush(force=True)
+
     # =============================================================================================
     # What tests, tools and the runtime read
     # =============================================================================================
@@ -346,8 +355,8 @@ class KafkaRaftClient(Generic[T]):
             raise ValueError(f"attempt to resign from an invalid negative epoch {epoch}")
         if not self._initialized:
             raise IllegalStateError("the replica must be initialized before resigning")
-        if not self.quorum.is_voter:
-            raise IllegalStateError("attempt to resign by a non-voter")
+        if self.local_id is None:
+            raise IllegalStateError("an observer without an id cannot resign")
         current = self.leader_and_epoch()
         if epoch > current.epoch:
             raise ValueError(
@@ -722,6 +731,8 @@ class KafkaRaftClient(Generic[T]):
             self._fire_memory_commit(uncommitted.popleft())
         # ... then lagging listeners read the rest from the log.
         self._update_listeners_progress(high_watermark)
+        # KIP-1166: parked fetches from replicas whose high watermark is now behind return.
+        self._complete_parked_fetches(self.clock.now_ms())
 
     # =============================================================================================
     # Sending
@@ -875,8 +886,11 @@ class KafkaRaftClient(Generic[T]):
         self._respond(request, response)
 
     def _valid_cluster_id(self, cluster_id: str | None) -> bool:
-        # Kafka: a missing id is accepted; any other value must equal ours.
-        return cluster_id is None or self.cluster_id is None or cluster_id == self.cluster_id
+        # Kafka: a missing id is accepted; any other value must equal ours (an empty one never
+        # does).
+        if cluster_id is None:
+            return True
+        return cluster_id != "" and (self.cluster_id is None or cluster_id == self.cluster_id)
 
     @staticmethod
     def _valid_topic_partition(body: Request | Response) -> bool:

@@ -65,9 +65,10 @@ class LeaderState(Generic[T]):
     resign_requested: bool = False
 
     def __post_init__(self) -> None:
+        # The static voter set has no directory ids (kraft.version 0): voters are keyed by
+        # id alone, the leader included (DescribeQuorum reports no directory id for them).
         for voter in self.voters:
-            key = self.local if voter == self.local.id else ReplicaKey(voter)
-            self.voter_states.setdefault(voter, ReplicaState(key))
+            self.voter_states.setdefault(voter, ReplicaState(ReplicaKey(voter)))
         if len(self.voters) <= 1:
             self.check_quorum_deadline_ms = NO_DEADLINE
 

@@ -171,12 +171,12 @@ class QuorumState(Generic[T]):
             logger.info("stored epoch %d is below the log's epoch %d", stored.epoch,
                         log_last_epoch)
             self.state = UnattachedState(log_last_epoch, None, None, None, deadline)
-            self._persist()
         elif local is not None and stored.leader_id == local.id:
             # Never resume as leader: come back Resigned, unable to vote again in this epoch.
+            # It still owes the other voters an EndQuorumEpoch (Kafka's ResignedState).
             self.state = ResignedState(
                 stored.epoch, None, local.id, self.voters, deadline,
-                preferred_successors=[], unacknowledged=set(),
+                preferred_successors=[], unacknowledged=set(self.voters) - {local.id},
             )
         elif local is not None and voted is not None and voted.matches(local) and self.is_voter:
             self.state = CandidateState(
@@ -195,6 +195,10 @@ class QuorumState(Generic[T]):
                 self.state = UnattachedState(stored.epoch, None, stored.leader_id, voted, deadline)
         else:
             self.state = UnattachedState(stored.epoch, None, None, voted, deadline)
+        # As Kafka's initialize, a durable restored state is written back (Resigned never is:
+        # the store already says this replica led the epoch).
+        if not isinstance(self.state, ResignedState):
+            self._persist()
         logger.info("initialized at epoch %d as %s", self.epoch, self.state.name)
 
     # -- transitions ---------------------------------------------------------------------------
@@ -211,8 +215,16 @@ class QuorumState(Generic[T]):
             else None
         if epoch == self.epoch and isinstance(state, ProspectiveState):
             leader_id = leader_id if leader_id is not None else state.leader_id
-        self._durable(UnattachedState(epoch, state.high_watermark, leader_id, voted,
-                                      self._election_deadline(now_ms)))
+        # Kafka: a replica already waiting on an election timer (Unattached, Candidate,
+        # Resigned, a Prospective that has not lost) keeps what remains of it when a higher
+        # epoch arrives, so a stream of new epochs cannot postpone its election forever.
+        if epoch > self.epoch and self.is_voter and isinstance(
+            state, UnattachedState | CandidateState | ResignedState | ProspectiveState
+        ):
+            deadline = state.election_deadline_ms
+        else:
+            deadline = self._election_deadline(now_ms)
+        self._durable(UnattachedState(epoch, state.high_watermark, leader_id, voted, deadline))
 
     def transition_to_voted(self, candidate: ReplicaKey, now_ms: int) -> None:
         """Record a standard vote for ``candidate`` in the current epoch (persisted first)."""
@@ -227,8 +239,10 @@ class QuorumState(Generic[T]):
                 self._durable(UnattachedState(state.epoch, state.high_watermark, None, candidate,
                                               self._election_deadline(now_ms)))
             else:
-                # Kafka's prospectiveAddVotedState: still Prospective, the vote made durable.
+                # Kafka's prospectiveAddVotedState: still Prospective, the vote made durable,
+                # and a fresh election timeout.
                 state.voted_key = candidate
+                state.election_deadline_ms = self._election_deadline(now_ms)
                 self._persist()
             return
         raise IllegalStateError(f"cannot vote from {state.name}")

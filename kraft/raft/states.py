@@ -57,7 +57,11 @@ def _unattached_grant(
         return log_up_to_date
     if voted_key is not None:
         # Only the same candidate again (a retried request): never two votes in one epoch.
-        return voted_key.matches(candidate)
+        # A stored directory id must be matched exactly (Kafka's UnattachedState); a vote
+        # stored without one matches the id alone.
+        return voted_key.id == candidate.id and (
+            voted_key.directory_id is None or voted_key.directory_id == candidate.directory_id
+        )
     if leader_id is not None:
         return False
     return log_up_to_date

@@ -133,6 +133,7 @@ def test_election_timeout_is_drawn_from_t_to_2t() -> None:
 
 def test_prospective_is_never_persisted_candidate_bumps_epoch_and_votes_for_itself() -> None:
     q, store = quorum(stored=ElectionState(3))
+    store.writes.clear()  # initialize wrote the restored state back
     q.transition_to_prospective(0)
     assert isinstance(q.state, ProspectiveState)
     assert q.epoch == 3
@@ -262,12 +263,17 @@ def test_vote_granting_table_with_an_up_to_date_log(state, standard: bool, pre_v
         assert state.can_grant_vote(C, False, pre_vote=False) is False
 
 
-def test_voted_state_matches_directory_ids_when_both_are_known() -> None:
+def test_voted_state_matches_a_stored_directory_id_exactly() -> None:
+    """§1.2: a Voted replica grants again only to the same id and, if one was stored, the same
+    directory id (a candidate sending none does not match a stored one); a vote stored without
+    a directory id matches the id alone."""
     d1, d2 = uuid.uuid4(), uuid.uuid4()
     voted = UnattachedState(5, None, None, ReplicaKey(2, d1), 0)
     assert voted.can_grant_vote(ReplicaKey(2, d1), True, pre_vote=False)
     assert not voted.can_grant_vote(ReplicaKey(2, d2), True, pre_vote=False)
-    assert voted.can_grant_vote(ReplicaKey(2, None), True, pre_vote=False)
+    assert not voted.can_grant_vote(ReplicaKey(2, None), True, pre_vote=False)
+    voted_without = UnattachedState(5, None, None, ReplicaKey(2, None), 0)
+    assert voted_without.can_grant_vote(ReplicaKey(2, d2), True, pre_vote=False)
 
 
 # -- leader: high watermark (§1.5) and check-quorum (§1.6) --------------------------------------
