@@ -223,6 +223,16 @@ class RaftTestContext(Generic[T]):
                 return timeout
         raise AssertionError(f"the client was still busy after {max_polls} polls")
 
+    def poll_until_request(self, kind: type[Q], max_polls: int = 10) -> list[OutboundRequest]:
+        """Poll until the client sends requests of ``kind``; remove and return them (Kafka's
+        ``pollUntilRequest``). Fails if none is sent within ``max_polls`` polls."""
+        for _ in range(max_polls):
+            self.client.poll()
+            sent = self.sent_requests(kind)
+            if sent:
+                return sent
+        raise AssertionError(f"no {kind.__name__} sent within {max_polls} polls")
+
     def expire_election_timeout(self) -> None:
         """Advance past any randomized election timeout (2 x election timeout)."""
         self.clock.advance(2 * self.config.election_timeout_ms)

@@ -876,7 +876,7 @@ class KafkaRaftClient(Generic[T]):
         if isinstance(body, VoteRequest):
             response = self._handle_vote_request(body, now)
         elif isinstance(body, BeginQuorumEpochRequest):
-            response = self._handle_begin_quorum_epoch_request(request, body, now)
+            response = self._handle_begin_quorum_epoch_request(body, now)
         elif isinstance(body, EndQuorumEpochRequest):
             response = self._handle_end_quorum_epoch_request(body, now)
         elif isinstance(body, FetchSnapshotRequest):
@@ -1008,19 +1008,17 @@ class KafkaRaftClient(Generic[T]):
         )
 
     def _handle_begin_quorum_epoch_request(
-        self, request: InboundRequest, body: BeginQuorumEpochRequest, now: int
+        self, body: BeginQuorumEpochRequest, now: int
     ) -> BeginQuorumEpochResponse:
         if not self._valid_topic_partition(body):
             return BeginQuorumEpochResponse(error_code=Errors.INVALID_REQUEST)
         error = self._validate_voter_only(body.leader_id, body.leader_epoch)
         if error is not None:
             return self._begin_quorum_epoch_response(error)
-        if request.version == 0:
-            endpoints = self.quorum.leader_endpoints(body.leader_id)
-        else:
-            endpoints = tuple((e.name, e.host, e.port) for e in body.leader_endpoints)
-            if not endpoints:
-                return self._begin_quorum_epoch_response(Errors.INVALID_REQUEST)
+        # The leader's endpoints from the request, else from the voter set (as Kafka does).
+        endpoints = tuple((e.name, e.host, e.port) for e in body.leader_endpoints) or (
+            self.quorum.leader_endpoints(body.leader_id)
+        )
         if not self._maybe_transition(body.leader_id, body.leader_epoch, endpoints, now):
             return self._begin_quorum_epoch_response(Errors.INVALID_REQUEST)
         if not self._is_valid_voter_key(body.voter_id, body.voter_directory_id):
