@@ -869,6 +869,13 @@ class KafkaRaftClient(Generic[T]):
                 error_code=Errors.INCONSISTENT_CLUSTER_ID
             ))
             return
+        if not _int32_fields_in_range(body):
+            logger.warning("refusing %s from %d: an epoch or id outside int32",
+                           type(body).__name__, request.source)
+            self._respond(request, RESPONSE_TYPE_FOR[type(body)](
+                error_code=Errors.INVALID_REQUEST
+            ))
+            return
         response: Response | None
         if isinstance(body, FetchRequest):
             self._handle_fetch_request(request, body, now)
@@ -1273,7 +1280,11 @@ class KafkaRaftClient(Generic[T]):
             logger.debug("dropping a stale or unexpected %s from %d", type(body).__name__,
                          response.source)
             return
-        if isinstance(body, FetchResponse):
+        if not _int32_fields_in_range(body):
+            logger.error("dropping %s from %d: an epoch or id outside int32",
+                         type(body).__name__, response.source)
+            ok = False
+        elif isinstance(body, FetchResponse):
             ok = self._handle_fetch_response(response, body, now)
         elif isinstance(body, VoteResponse):
             ok = self._handle_vote_response(response, body, now)
@@ -1596,6 +1607,28 @@ class KafkaRaftClient(Generic[T]):
             f"leader={self.leader_id}, leo={self.log.log_end_offset}, "
             f"hw={self.high_watermark})"
         )
+
+
+_INT32_MIN = -(2**31)
+_INT32_MAX = 2**31 - 1
+
+
+def _int32_fields_in_range(message: object) -> bool:
+    """Kafka's epochs and replica ids are int32 on the wire: refuse a message (or a nested
+    struct) that carries one outside that range, before it can reach the persisted state."""
+    for name in getattr(message, "__struct_fields__", ()):
+        value = getattr(message, name)
+        if type(value) is int:
+            if (name.endswith("epoch") or name.endswith("_id")) and not (
+                _INT32_MIN <= value <= _INT32_MAX
+            ):
+                return False
+        elif isinstance(value, tuple):
+            if not all(_int32_fields_in_range(item) for item in value):
+                return False
+        elif hasattr(value, "__struct_fields__") and not _int32_fields_in_range(value):
+            return False
+    return True
 
 
 def _error_name(code: int) -> str:
