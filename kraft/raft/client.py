@@ -510,6 +510,8 @@ class KafkaRaftClient(Generic[T]):
         )
         if self._shutdown is not None:
             until_state = self._shutdown_remaining(now)
+        elif state.epoch >= _INT32_MAX:
+            until_state = NO_DEADLINE  # the last epoch: there is no next one to move to
         elif now >= state.election_deadline_ms:
             self._transition_to_unattached(state.epoch + 1, None, now)
             until_state = 0
@@ -592,6 +594,9 @@ class KafkaRaftClient(Generic[T]):
             self._transition_to_candidate(now)
 
     def _transition_to_candidate(self, now: int) -> None:
+        if self.quorum.epoch >= _INT32_MAX:
+            logger.error("epoch %d is the last one: no election is possible", self.quorum.epoch)
+            return
         previous = self.quorum.state
         self.quorum.transition_to_candidate(now)
         self._after_transition(previous)
@@ -1615,13 +1620,15 @@ _INT32_MAX = 2**31 - 1
 
 def _int32_fields_in_range(message: object) -> bool:
     """Kafka's epochs and replica ids are int32 on the wire: refuse a message (or a nested
-    struct) that carries one outside that range, before it can reach the persisted state."""
+    struct) that carries one outside that range, before it can reach the persisted state.
+    An epoch must also leave room for one more election (below ``INT32_MAX``)."""
     for name in getattr(message, "__struct_fields__", ()):
         value = getattr(message, name)
         if type(value) is int:
-            if (name.endswith("epoch") or name.endswith("_id")) and not (
-                _INT32_MIN <= value <= _INT32_MAX
-            ):
+            if name.endswith("epoch"):
+                if not _INT32_MIN <= value < _INT32_MAX:
+                    return False
+            elif name.endswith("_id") and not _INT32_MIN <= value <= _INT32_MAX:
                 return False
         elif isinstance(value, tuple):
             if not all(_int32_fields_in_range(item) for item in value):
