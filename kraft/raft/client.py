@@ -42,6 +42,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+import msgspec
+
 from kraft.config import QuorumConfig
 from kraft.errors import (
     CorruptRecordError,
@@ -133,6 +135,9 @@ _NONE = Errors.NONE.value
 _LISTENER_NAME = "CONTROLLER"
 
 Endpoints = tuple[tuple[str, str, int], ...]
+_EpochResponseT = TypeVar(
+    "_EpochResponseT", VoteResponse, BeginQuorumEpochResponse, EndQuorumEpochResponse
+)
 
 
 def bootstrap_server_id(index: int) -> int:
@@ -965,15 +970,20 @@ class KafkaRaftClient(Generic[T]):
         return endpoints or self.quorum.leader_endpoints(leader_id)
 
     # -- Vote -------------------------------------------------------------------------------------
-    def _vote_response(self, error: Errors, granted: bool) -> VoteResponse:
+    def _epoch_response(self, kind: type[_EpochResponseT], error: Errors) -> _EpochResponseT:
+        """A Vote/BeginQuorumEpoch/EndQuorumEpoch answer: the error, and what this replica
+        knows of the leader and epoch."""
         leader = self.quorum.leader_id
-        return VoteResponse(
+        return kind(
             partition_error_code=error,
             leader_id=-1 if leader is None else leader,
             leader_epoch=self.quorum.epoch,
-            vote_granted=granted,
             node_endpoints=self._leader_node_endpoints(),
         )
+
+    def _vote_response(self, error: Errors, granted: bool) -> VoteResponse:
+        response = self._epoch_response(VoteResponse, error)
+        return msgspec.structs.replace(response, vote_granted=granted) if granted else response
 
     def _handle_vote_request(self, body: VoteRequest, now: int) -> VoteResponse:
         if not self._valid_topic_partition(body):
@@ -1009,65 +1019,49 @@ class KafkaRaftClient(Generic[T]):
                      body.replica_id, body.replica_epoch, "granted" if granted else "rejected")
         return self._vote_response(Errors.NONE, granted)
 
-    # -- BeginQuorumEpoch ----------------------------------------------------------------------
-    def _begin_quorum_epoch_response(self, error: Errors) -> BeginQuorumEpochResponse:
-        leader = self.quorum.leader_id
-        return BeginQuorumEpochResponse(
-            partition_error_code=error,
-            leader_id=-1 if leader is None else leader,
-            leader_epoch=self.quorum.epoch,
-            node_endpoints=self._leader_node_endpoints(),
+    # -- BeginQuorumEpoch, EndQuorumEpoch ------------------------------------------------------
+    def _adopt_announced_leader(
+        self, body: BeginQuorumEpochRequest | EndQuorumEpochRequest, now: int
+    ) -> Errors | None:
+        """What Begin- and EndQuorumEpoch share: voter-only validation, then follow the leader
+        they name (its endpoints from the request, else from the voter set, as Kafka does).
+        Returns the error to answer with, or None."""
+        error = self._validate_voter_only(body.leader_id, body.leader_epoch)
+        if error is not None:
+            return error
+        endpoints = tuple((e.name, e.host, e.port) for e in body.leader_endpoints) or (
+            self.quorum.leader_endpoints(body.leader_id)
         )
+        if not self._maybe_transition(body.leader_id, body.leader_epoch, endpoints, now):
+            return Errors.INVALID_REQUEST
+        return None
 
     def _handle_begin_quorum_epoch_request(
         self, body: BeginQuorumEpochRequest, now: int
     ) -> BeginQuorumEpochResponse:
         if not self._valid_topic_partition(body):
             return BeginQuorumEpochResponse(error_code=Errors.INVALID_REQUEST)
-        error = self._validate_voter_only(body.leader_id, body.leader_epoch)
-        if error is not None:
-            return self._begin_quorum_epoch_response(error)
-        # The leader's endpoints from the request, else from the voter set (as Kafka does).
-        endpoints = tuple((e.name, e.host, e.port) for e in body.leader_endpoints) or (
-            self.quorum.leader_endpoints(body.leader_id)
-        )
-        if not self._maybe_transition(body.leader_id, body.leader_epoch, endpoints, now):
-            return self._begin_quorum_epoch_response(Errors.INVALID_REQUEST)
-        if not self._is_valid_voter_key(body.voter_id, body.voter_directory_id):
+        error = self._adopt_announced_leader(body, now)
+        if error is None and not self._is_valid_voter_key(body.voter_id, body.voter_directory_id):
             logger.info("BeginQuorumEpoch for voter %d, not this replica", body.voter_id)
-            return self._begin_quorum_epoch_response(Errors.INVALID_VOTER_KEY)
-        return self._begin_quorum_epoch_response(Errors.NONE)
-
-    # -- EndQuorumEpoch ------------------------------------------------------------------------
-    def _end_quorum_epoch_response(self, error: Errors) -> EndQuorumEpochResponse:
-        leader = self.quorum.leader_id
-        return EndQuorumEpochResponse(
-            partition_error_code=error,
-            leader_id=-1 if leader is None else leader,
-            leader_epoch=self.quorum.epoch,
-            node_endpoints=self._leader_node_endpoints(),
-        )
+            error = Errors.INVALID_VOTER_KEY
+        return self._epoch_response(BeginQuorumEpochResponse, error or Errors.NONE)
 
     def _handle_end_quorum_epoch_request(
         self, body: EndQuorumEpochRequest, now: int
     ) -> EndQuorumEpochResponse:
         if not self._valid_topic_partition(body):
             return EndQuorumEpochResponse(error_code=Errors.INVALID_REQUEST)
-        error = self._validate_voter_only(body.leader_id, body.leader_epoch)
+        error = self._adopt_announced_leader(body, now)
         if error is not None:
-            return self._end_quorum_epoch_response(error)
-        endpoints = tuple((e.name, e.host, e.port) for e in body.leader_endpoints) or (
-            self.quorum.leader_endpoints(body.leader_id)
-        )
-        if not self._maybe_transition(body.leader_id, body.leader_epoch, endpoints, now):
-            return self._end_quorum_epoch_response(Errors.INVALID_REQUEST)
+            return self._epoch_response(EndQuorumEpochResponse, error)
         state = self.quorum.state
         if isinstance(state, FollowerState) and state.leader_id == body.leader_id:
             backoff = self._end_epoch_election_backoff(body.preferred_candidates)
             logger.debug("leader %d resigned epoch %d: election in %d ms", body.leader_id,
                          body.leader_epoch, backoff)
             state.fetch_deadline_ms = now + backoff
-        return self._end_quorum_epoch_response(Errors.NONE)
+        return self._epoch_response(EndQuorumEpochResponse, Errors.NONE)
 
     def _end_epoch_election_backoff(self, candidates: Sequence[PreferredCandidate]) -> int:
         """Kafka's ``endEpochElectionBackoff``: the best successor goes first, the others
@@ -1293,10 +1287,8 @@ class KafkaRaftClient(Generic[T]):
             ok = self._handle_fetch_response(response, body, now)
         elif isinstance(body, VoteResponse):
             ok = self._handle_vote_response(response, body, now)
-        elif isinstance(body, BeginQuorumEpochResponse):
-            ok = self._handle_begin_quorum_epoch_response(response, body, now)
-        elif isinstance(body, EndQuorumEpochResponse):
-            ok = self._handle_end_quorum_epoch_response(response, body, now)
+        elif isinstance(body, BeginQuorumEpochResponse | EndQuorumEpochResponse):
+            ok = self._handle_quorum_epoch_response(response, body, now)
         else:
             ok = False  # kraft sends neither FetchSnapshot nor DescribeQuorum yet
         requests.on_response_result(response.source, response.correlation_id, ok, now)
@@ -1422,27 +1414,14 @@ class KafkaRaftClient(Generic[T]):
         )
 
     # -- BeginQuorumEpoch, EndQuorumEpoch --------------------------------------------------------
-    def _handle_begin_quorum_epoch_response(
-        self, response: InboundResponse, body: BeginQuorumEpochResponse, now: int
+    def _handle_quorum_epoch_response(
+        self,
+        response: InboundResponse,
+        body: BeginQuorumEpochResponse | EndQuorumEpochResponse,
+        now: int,
     ) -> bool:
-        if body.error_code != _NONE:
-            return self._handle_top_level_error(body.error_code, response)
-        if not self._valid_topic_partition(body):
-            return False
-        leader = _leader_or_none(body.leader_id)
-        handled = self._maybe_handle_common_response(
-            body.partition_error_code, leader, body.leader_epoch,
-            self._endpoints_from_response(body.node_endpoints, leader), now,
-        )
-        if handled is not None:
-            return handled
-        if body.partition_error_code != _NONE:
-            return self._handle_unexpected_error(body.partition_error_code, response)
-        return True
-
-    def _handle_end_quorum_epoch_response(
-        self, response: InboundResponse, body: EndQuorumEpochResponse, now: int
-    ) -> bool:
+        """The answer to a BeginQuorumEpoch (heartbeat) or EndQuorumEpoch: NONE acknowledges.
+        A Resigned replica stops resending EndQuorumEpoch to a voter that acknowledged."""
         if body.error_code != _NONE:
             return self._handle_top_level_error(body.error_code, response)
         if not self._valid_topic_partition(body):
@@ -1457,7 +1436,7 @@ class KafkaRaftClient(Generic[T]):
         if body.partition_error_code != _NONE:
             return self._handle_unexpected_error(body.partition_error_code, response)
         state = self.quorum.state
-        if isinstance(state, ResignedState):
+        if isinstance(body, EndQuorumEpochResponse) and isinstance(state, ResignedState):
             state.unacknowledged.discard(response.source)
         return True
 
