@@ -23,6 +23,7 @@ The callbacks run on the thread that calls ``KafkaRaftClient.poll()``.
 from __future__ import annotations
 
 import logging
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Generic, NamedTuple, Protocol, TypeVar
 
@@ -128,7 +129,7 @@ class Batch(Generic[T]):
         )
 
 
-class BatchReader(Generic[T]):
+class BatchReader(ABC, Generic[T]):
     """Committed batches for one ``handle_commit`` call. Iterate it, then :meth:`close` it.
 
     Also a context manager (closing on exit).
@@ -144,12 +145,13 @@ class BatchReader(Generic[T]):
     def __iter__(self) -> Iterator[Batch[T]]:
         return self
 
+    @abstractmethod
     def __next__(self) -> Batch[T]:
-        raise NotImplementedError
+        """The next batch."""
 
+    @abstractmethod
     def last_offset(self) -> int | None:
         """The last offset this reader delivers, when known (see the module docstring)."""
-        raise NotImplementedError
 
     @property
     def is_closed(self) -> bool:
@@ -248,15 +250,15 @@ class SnapshotReaderLike(Protocol[T]):
         """Done with the snapshot."""
 
 
-class Listener(Generic[T]):
-    """A state machine fed by the client. Override ``handle_commit``; the rest is optional.
+class Listener(ABC, Generic[T]):
+    """A state machine fed by the client. Implement ``handle_commit``; the rest is optional.
 
     Every callback runs on the thread that polls the client and must return quickly.
     """
 
+    @abstractmethod
     def handle_commit(self, reader: BatchReader[T]) -> None:
         """Newly committed batches, from this listener's next offset. Close ``reader``."""
-        raise NotImplementedError
 
     def handle_load_snapshot(self, reader: SnapshotReaderLike[T]) -> None:
         """Replace all state with this snapshot's. Close ``reader``."""
