@@ -100,6 +100,18 @@ class ManualClock:
     sleep = advance
 
 
+E = TypeVar("E", OutboundRequest, OutboundResponse)
+
+
+def _partition(sent: list[E], kind: type[Any] | None) -> tuple[list[E], list[E]]:
+    """Split ``sent`` into the messages whose body is a ``kind`` (all, without one) and the rest."""
+    taken: list[E] = []
+    kept: list[E] = []
+    for message in sent:
+        (taken if kind is None or isinstance(message.body, kind) else kept).append(message)
+    return taken, kept
+
+
 class MockNetworkChannel:
     """A ``NetworkChannel`` that keeps what it is given: requests and responses, in order."""
 
@@ -121,14 +133,12 @@ class MockNetworkChannel:
 
     def drain_requests(self, kind: type[Any] | None = None) -> list[OutboundRequest]:
         """Remove and return the requests sent (only those of ``kind``, if given)."""
-        taken = [r for r in self.requests if kind is None or isinstance(r.body, kind)]
-        self.requests = [r for r in self.requests if r not in taken]
+        taken, self.requests = _partition(self.requests, kind)
         return taken
 
     def drain_responses(self, kind: type[Any] | None = None) -> list[OutboundResponse]:
         """Remove and return the responses sent (only those of ``kind``, if given)."""
-        taken = [r for r in self.responses if kind is None or isinstance(r.body, kind)]
-        self.responses = [r for r in self.responses if r not in taken]
+        taken, self.responses = _partition(self.responses, kind)
         return taken
 
 

@@ -301,6 +301,11 @@ class KafkaRaftClient(Generic[T]):
         """True once a requested shutdown completed (or timed out): stop polling."""
         return self._shutdown is not None and self._shutdown.future.done()
 
+    def _wire_leader_id(self) -> int:
+        """The current leader's id as the wire says it: -1 when unknown."""
+        leader = self.quorum.leader_id
+        return -1 if leader is None else leader
+
     def leader_and_epoch(self) -> LeaderAndEpoch:
         return LeaderAndEpoch(self.quorum.leader_id, self.quorum.epoch)
 
@@ -440,8 +445,9 @@ class KafkaRaftClient(Generic[T]):
     # -- per state ---------------------------------------------------------------------------------
     def _poll_leader(self, state: LeaderState[T], now: int) -> int:
         self._fire_leader_change()
-        if self._shutdown is not None or state.resign_requested or state.check_quorum_expired(now):
-            if state.check_quorum_expired(now):
+        expired = state.check_quorum_expired(now)
+        if self._shutdown is not None or state.resign_requested or expired:
+            if expired:
                 logger.info("epoch %d: check-quorum expired, no majority fetched in %d ms",
                             state.epoch, state.check_quorum_timeout_ms)
             self._transition_to_resigned(state.successors_by_fetch_offset(), now)
@@ -567,7 +573,7 @@ class KafkaRaftClient(Generic[T]):
         if isinstance(previous, LeaderState) and not isinstance(self.quorum.state, LeaderState):
             self._uncommitted.clear()
             for parked in self._fetch_purgatory.drain():
-                self._respond(parked.request, self._empty_fetch_response(
+                self._respond(parked.request, self._fetch_response(
                     Errors.NOT_LEADER_OR_FOLLOWER
                 ))
         self._fire_leader_change()
@@ -678,14 +684,23 @@ class KafkaRaftClient(Generic[T]):
                 self._transition_to_follower(epoch, leader_id, endpoints, now)
             else:
                 self._transition_to_unattached(epoch, leader_id, now)
-        elif (
-            leader_id is not None
-            and leader_id != self.local_id
-            and endpoints
-            and (quorum.leader_id is None or set(endpoints) > set(self._current_endpoints()))
-        ):
+        elif self._learns_leader(leader_id, endpoints):
+            assert leader_id is not None
             self._transition_to_follower(epoch, leader_id, endpoints, now)
         return True
+
+    def _learns_leader(self, leader_id: int | None, endpoints: Endpoints) -> bool:
+        """Whether a peer naming ``leader_id`` for the current epoch tells us something: a
+        leader we did not know, or more endpoints for the one we follow."""
+        return (
+            leader_id is not None
+            and leader_id != self.local_id
+            and bool(endpoints)
+            and (
+                self.quorum.leader_id is None
+                or set(endpoints) > set(self._current_endpoints())
+            )
+        )
 
     def _has_consistent_leader(self, epoch: int, leader_id: int | None) -> bool:
         if epoch != self.quorum.epoch or leader_id is None:
@@ -951,12 +966,9 @@ class KafkaRaftClient(Generic[T]):
         leader = self.quorum.leader_id
         if leader is None:
             return ()
-        state = self.quorum.state
-        endpoints = (
-            state.leader_endpoints if isinstance(state, FollowerState)
-            else self.quorum.leader_endpoints(leader)
+        return tuple(
+            NodeEndpoint(leader, host, port) for _name, host, port in self._current_endpoints()
         )
-        return tuple(NodeEndpoint(leader, host, port) for _name, host, port in endpoints)
 
     def _endpoints_from_response(
         self, nodes: tuple[NodeEndpoint, ...], leader_id: int | None
@@ -973,10 +985,9 @@ class KafkaRaftClient(Generic[T]):
     def _epoch_response(self, kind: type[_EpochResponseT], error: Errors) -> _EpochResponseT:
         """A Vote/BeginQuorumEpoch/EndQuorumEpoch answer: the error, and what this replica
         knows of the leader and epoch."""
-        leader = self.quorum.leader_id
         return kind(
             partition_error_code=error,
-            leader_id=-1 if leader is None else leader,
+            leader_id=self._wire_leader_id(),
             leader_epoch=self.quorum.epoch,
             node_endpoints=self._leader_node_endpoints(),
         )
@@ -1091,7 +1102,6 @@ class KafkaRaftClient(Generic[T]):
         snapshot: OffsetAndEpoch | None = None,
     ) -> FetchResponse:
         quorum = self.quorum
-        leader = quorum.leader_id
         high_watermark = quorum.high_watermark
         return FetchResponse(
             partition_error_code=error,
@@ -1099,13 +1109,10 @@ class KafkaRaftClient(Generic[T]):
             log_start_offset=self.log.log_start_offset,
             records=records,
             diverging_epoch=None if diverging is None else EpochEndOffset.of(diverging),
-            current_leader=LeaderIdAndEpoch(-1 if leader is None else leader, quorum.epoch),
+            current_leader=LeaderIdAndEpoch(self._wire_leader_id(), quorum.epoch),
             snapshot_id=None if snapshot is None else SnapshotId.of(snapshot),
             node_endpoints=self._leader_node_endpoints(),
         )
-
-    def _empty_fetch_response(self, error: Errors) -> FetchResponse:
-        return self._fetch_response(error)
 
     def _handle_fetch_request(
         self, request: InboundRequest, body: FetchRequest, now: int
@@ -1121,14 +1128,16 @@ class KafkaRaftClient(Generic[T]):
             or body.last_fetched_epoch < 0
             or body.last_fetched_epoch > body.current_leader_epoch
         ):
-            self._respond(request, self._empty_fetch_response(Errors.INVALID_REQUEST))
+            self._respond(request, self._fetch_response(Errors.INVALID_REQUEST))
+            return
+        error = self._validate_leader_only(body.current_leader_epoch)
+        if error is not None:
+            self._respond(request, self._fetch_response(error))
             return
         state = self.quorum.state
-        if isinstance(state, LeaderState) and self._validate_leader_only(
-            body.current_leader_epoch
-        ) is None:
-            state.record_fetch_for_check_quorum(body.replica_id, now)
-        response = self._try_complete_fetch(body, now)
+        assert isinstance(state, LeaderState)
+        state.record_fetch_for_check_quorum(body.replica_id, now)
+        response = self._complete_valid_fetch(state, body, now)
         if (
             response.partition_error_code != _NONE
             or response.records
@@ -1149,11 +1158,19 @@ class KafkaRaftClient(Generic[T]):
         return high_watermark is not None and body.high_watermark < high_watermark
 
     def _try_complete_fetch(self, body: FetchRequest, now: int) -> FetchResponse:
+        """Answer a (parked) Fetch as things stand now, validating it again."""
         error = self._validate_leader_only(body.current_leader_epoch)
         if error is not None:
-            return self._empty_fetch_response(error)
+            return self._fetch_response(error)
         state = self.quorum.state
         assert isinstance(state, LeaderState)
+        return self._complete_valid_fetch(state, body, now)
+
+    def _complete_valid_fetch(
+        self, state: LeaderState[T], body: FetchRequest, now: int
+    ) -> FetchResponse:
+        """Kafka's ``tryCompleteFetchRequest`` past validation: records, a diverging epoch or
+        a snapshot id, and the fetcher's progress (which may move the high watermark)."""
         log = self.log
         try:
             validation = log.validate_offset_and_epoch(body.fetch_offset, body.last_fetched_epoch)
@@ -1167,7 +1184,7 @@ class KafkaRaftClient(Generic[T]):
             )
         except (KraftError, ValueError) as exc:
             logger.error("fetch at offset %d failed: %s", body.fetch_offset, exc)
-            return self._empty_fetch_response(Errors.UNKNOWN_SERVER_ERROR)
+            return self._fetch_response(Errors.UNKNOWN_SERVER_ERROR)
         key = ReplicaKey(body.replica_id, _directory(body.replica_directory_id))
         if state.update_replica_state(key, now, body.fetch_offset, log.log_end_offset):
             self._on_leader_high_watermark(state)
@@ -1191,7 +1208,7 @@ class KafkaRaftClient(Generic[T]):
             return NO_DEADLINE
         for parked in purgatory.expired(now):
             # The wait is over with nothing new: the empty answer.
-            self._respond(parked.request, self._empty_fetch_response(
+            self._respond(parked.request, self._fetch_response(
                 self._validate_leader_only(self.quorum.epoch) or Errors.NONE
             ))
         return max(0, purgatory.next_deadline_ms() - now)
@@ -1202,8 +1219,7 @@ class KafkaRaftClient(Generic[T]):
     ) -> FetchSnapshotResponse:
         if not self._valid_topic_partition(body):
             return FetchSnapshotResponse(partition_error_code=Errors.UNKNOWN_TOPIC_OR_PARTITION)
-        leader = self.quorum.leader_id
-        current = LeaderIdAndEpoch(-1 if leader is None else leader, self.quorum.epoch)
+        current = LeaderIdAndEpoch(self._wire_leader_id(), self.quorum.epoch)
         error = self._validate_leader_only(body.current_leader_epoch)
         if error is not None:
             return FetchSnapshotResponse(
@@ -1225,10 +1241,9 @@ class KafkaRaftClient(Generic[T]):
             )
         state = self.quorum.state
         if not isinstance(state, LeaderState):
-            leader = self.quorum.leader_id
             return DescribeQuorumResponse(
                 partition_error_code=Errors.NOT_LEADER_OR_FOLLOWER,
-                leader_id=-1 if leader is None else leader,
+                leader_id=self._wire_leader_id(),
                 leader_epoch=self.quorum.epoch,
             )
         wall = self.clock.wall_ms()
@@ -1324,13 +1339,8 @@ class KafkaRaftClient(Generic[T]):
             logger.error("response names leader %d for epoch %d; this replica knows %s",
                          leader_id, epoch, quorum.leader_id)
             return False
-        if (
-            epoch == quorum.epoch
-            and leader_id is not None
-            and leader_id != self.local_id
-            and endpoints
-            and (quorum.leader_id is None or set(endpoints) > set(self._current_endpoints()))
-        ):
+        if epoch == quorum.epoch and self._learns_leader(leader_id, endpoints):
+            assert leader_id is not None
             self._transition_to_follower(epoch, leader_id, endpoints, now)
             return None if error == _NONE else True
         if error == Errors.BROKER_NOT_AVAILABLE:

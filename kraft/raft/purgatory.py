@@ -68,9 +68,9 @@ class FetchPurgatory:
         return min((p.deadline_ms for p in self._parked), default=NO_DEADLINE)
 
     def _take(self, predicate: Callable[[ParkedFetch], bool]) -> list[ParkedFetch]:
-        if not self._parked:
-            return []
-        taken = [p for p in self._parked if predicate(p)]
-        if taken:
-            self._parked = [p for p in self._parked if not predicate(p)]
+        taken: list[ParkedFetch] = []
+        kept: list[ParkedFetch] = []
+        for parked in self._parked:
+            (taken if predicate(parked) else kept).append(parked)
+        self._parked = kept
         return taken
