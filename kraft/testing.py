@@ -54,7 +54,12 @@ from kraft.record.batch import SimpleRecord
 from kraft.record.serde import BytesSerde, RecordSerde
 
 __all__ = [
+    "VOTER_PORT_BASE",
     "LocalCluster",
+    "begin_epoch_request",
+    "fetch_request",
+    "vote_request",
+    "voter_endpoint",
     "ManualClock",
     "MockNetworkChannel",
     "RaftClientBuilder",
@@ -191,8 +196,62 @@ class RecordingListener(Listener[T]):
         return self.batches[-1].last_offset if self.batches else None
 
 
+def fetch_request(
+    epoch: int,
+    replica_id: int,
+    fetch_offset: int,
+    last_fetched_epoch: int,
+    *,
+    max_wait_ms: int = 0,
+    high_watermark: int = INT64_MAX,
+) -> FetchRequest:
+    """A Fetch from ``replica_id`` in ``epoch`` at ``fetch_offset`` (its log end), whose last
+    record has ``last_fetched_epoch``; ``high_watermark`` is the fetcher's (KIP-1166)."""
+    return FetchRequest(
+        replica_id=replica_id, current_leader_epoch=epoch, fetch_offset=fetch_offset,
+        last_fetched_epoch=last_fetched_epoch, max_wait_ms=max_wait_ms,
+        high_watermark=high_watermark,
+    )
+
+
+def vote_request(
+    epoch: int,
+    candidate_id: int,
+    last_epoch: int,
+    last_offset: int,
+    *,
+    pre_vote: bool = False,
+    **fields: Any,
+) -> VoteRequest:
+    """A (pre-)vote request from ``candidate_id`` whose log ends at ``last_offset`` in
+    ``last_epoch``; ``fields`` sets any other ``VoteRequest`` field (``voter_id=...``)."""
+    return VoteRequest(
+        replica_epoch=epoch, replica_id=candidate_id, last_offset_epoch=last_epoch,
+        last_offset=last_offset, pre_vote=pre_vote, **fields,
+    )
+
+
+def begin_epoch_request(epoch: int, leader_id: int, voter_id: int = -1) -> BeginQuorumEpochRequest:
+    """A BeginQuorumEpoch from ``leader_id`` to ``voter_id``, with the endpoints the builders
+    give every voter (``voter_endpoint``)."""
+    endpoint = voter_endpoint(leader_id)
+    return BeginQuorumEpochRequest(
+        leader_id=leader_id, leader_epoch=epoch, voter_id=voter_id,
+        leader_endpoints=(Endpoint("CONTROLLER", endpoint.host, endpoint.port),),
+    )
+
+
+#: Test configs give voter ``n`` the address localhost:(VOTER_PORT_BASE + n).
+VOTER_PORT_BASE = 9990
+
+
+def voter_endpoint(voter_id: int) -> ConfigEndpoint:
+    """The address the builders and ``LocalCluster`` give a voter."""
+    return ConfigEndpoint("localhost", VOTER_PORT_BASE + voter_id)
+
+
 def _voter_endpoints(voters: Iterable[int]) -> dict[int, ConfigEndpoint]:
-    return {v: ConfigEndpoint("localhost", 9990 + v) for v in voters}
+    return {v: voter_endpoint(v) for v in voters}
 
 
 class RaftTestContext(Generic[T]):
@@ -363,9 +422,8 @@ class RaftTestContext(Generic[T]):
         pre_vote: bool = False,
     ) -> VoteRequest:
         """A (pre-)vote request from ``candidate_id`` addressed to this replica."""
-        return VoteRequest(
-            replica_epoch=epoch, replica_id=candidate_id, last_offset_epoch=last_epoch,
-            last_offset=last_offset, pre_vote=pre_vote,
+        return vote_request(
+            epoch, candidate_id, last_epoch, last_offset, pre_vote=pre_vote,
             voter_id=-1 if self.client.local_id is None else self.client.local_id,
         )
 
@@ -398,10 +456,9 @@ class RaftTestContext(Generic[T]):
         high_watermark: int = INT64_MAX,
     ) -> FetchRequest:
         """A Fetch from ``replica_id`` as a follower of this replica would send it."""
-        return FetchRequest(
-            replica_id=replica_id, current_leader_epoch=epoch, fetch_offset=fetch_offset,
-            last_fetched_epoch=last_fetched_epoch, max_wait_ms=max_wait_ms,
-            high_watermark=high_watermark,
+        return fetch_request(
+            epoch, replica_id, fetch_offset, last_fetched_epoch,
+            max_wait_ms=max_wait_ms, high_watermark=high_watermark,
         )
 
     def fetch_response(
@@ -419,6 +476,16 @@ class RaftTestContext(Generic[T]):
         )
 
     # -- round trips ----------------------------------------------------------------------------
+    def append_and_drain(self, records: Sequence[T]) -> int:
+        """As the leader: append ``records`` (prepare and schedule), wait out the linger and
+        poll, so the batch is in the log. Returns its last offset."""
+        client = self.client
+        offset = client.prepare_append(client.epoch, records)
+        client.schedule_prepared_append()
+        self.advance(self.config.append_linger_ms)
+        self.poll()
+        return offset
+
     def answer_fetch(
         self, records: bytes = b"", high_watermark: int = -1, *, poll: bool = True
     ) -> OutboundRequest:

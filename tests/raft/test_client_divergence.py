@@ -12,33 +12,26 @@ testHandleDivergingFetch*, MockLogTest.testTruncateToEndOffset*.
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from kraft.protocol.errors import Errors
 from kraft.protocol.messages import (
-    INT64_MAX,
     EpochEndOffset,
     FetchRequest,
     FetchResponse,
     LeaderIdAndEpoch,
 )
 from kraft.record.batch import encode_batch, iter_batches
-from kraft.testing import LocalCluster, RaftClientBuilder, RaftTestContext
+from kraft.testing import LocalCluster, RaftClientBuilder, RaftTestContext, fetch_request
 
 LOCAL, LEADER, OTHER = 1, 2, 3
 VOTERS = (1, 2, 3)
 FOLLOWER_EPOCH = 5
 
 
-def fetch(epoch: int, replica_id: int, offset: int, last_epoch: int) -> FetchRequest:
-    return FetchRequest(
-        replica_id=replica_id,
-        current_leader_epoch=epoch,
-        fetch_offset=offset,
-        last_fetched_epoch=last_epoch,
-        max_wait_ms=500,
-        high_watermark=INT64_MAX,
-    )
+fetch = functools.partial(fetch_request, max_wait_ms=500)
 
 
 # =============================================================================================

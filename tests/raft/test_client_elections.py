@@ -29,7 +29,6 @@ from kraft.protocol.errors import Errors
 from kraft.protocol.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
-    Endpoint,
     EndQuorumEpochRequest,
     FetchRequest,
     VoteRequest,
@@ -37,7 +36,7 @@ from kraft.protocol.messages import (
 )
 from kraft.record.batch import iter_batches
 from kraft.record.control import ControlRecordType, LeaderChangeMessage, control_records
-from kraft.testing import RaftClientBuilder, RaftTestContext
+from kraft.testing import RaftClientBuilder, RaftTestContext, begin_epoch_request, vote_request
 
 LOCAL = 1
 VOTERS = (1, 2, 3)
@@ -84,15 +83,7 @@ def to_candidate(ctx: RaftTestContext[Any]) -> list[OutboundRequest]:
 
 
 def begin_epoch(epoch: int, leader: int) -> BeginQuorumEpochRequest:
-    return BeginQuorumEpochRequest(
-        leader_id=leader, leader_epoch=epoch, voter_id=LOCAL,
-        leader_endpoints=(Endpoint("CONTROLLER", "localhost", 9990 + leader),),
-    )
-
-
-def vote_request(epoch: int, candidate: int, last_epoch: int, last_offset: int) -> VoteRequest:
-    return VoteRequest(replica_epoch=epoch, replica_id=candidate, last_offset_epoch=last_epoch,
-                       last_offset=last_offset)
+    return begin_epoch_request(epoch, leader, voter_id=LOCAL)
 
 
 # =================================================================================================

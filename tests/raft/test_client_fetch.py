@@ -16,6 +16,7 @@ testPurgatoryFetchCompletedByFollowerTransition, testFollowerReplication, ...).
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -37,7 +38,7 @@ from kraft.protocol.messages import (
 )
 from kraft.raft.channel import DequeMessageQueue
 from kraft.record.batch import encode_batch, iter_batches
-from kraft.testing import RaftClientBuilder, RaftTestContext
+from kraft.testing import RaftClientBuilder, RaftTestContext, fetch_request
 
 LOCAL, LEADER, OTHER, OBSERVER = 1, 2, 3, 4
 VOTERS = (1, 2, 3)
@@ -45,23 +46,8 @@ FOLLOWER_EPOCH = 5
 
 
 # -- helpers ----------------------------------------------------------------------------------
-def fetch(
-    epoch: int,
-    replica_id: int,
-    offset: int,
-    last_epoch: int,
-    *,
-    max_wait_ms: int = 500,
-    high_watermark: int = INT64_MAX,
-) -> FetchRequest:
-    return FetchRequest(
-        replica_id=replica_id,
-        current_leader_epoch=epoch,
-        fetch_offset=offset,
-        last_fetched_epoch=last_epoch,
-        max_wait_ms=max_wait_ms,
-        high_watermark=high_watermark,
-    )
+# Followers long-poll: 500 ms unless a test says otherwise.
+fetch = functools.partial(fetch_request, max_wait_ms=500)
 
 
 def leader_context(**config: object) -> RaftTestContext[bytes]:
@@ -97,14 +83,7 @@ def the_fetch_response(ctx: RaftTestContext[bytes]) -> FetchResponse:
     return body
 
 
-def append(ctx: RaftTestContext[bytes], records: list[bytes]) -> int:
-    """Append through the leader and poll until the batch is in the log."""
-    client = ctx.client
-    offset = client.prepare_append(client.epoch, records)
-    client.schedule_prepared_append()
-    ctx.advance(ctx.config.append_linger_ms)
-    ctx.poll()
-    return offset
+append = RaftTestContext.append_and_drain
 
 
 def follower_context(local_id: int = LOCAL, **config: object) -> RaftTestContext[bytes]:

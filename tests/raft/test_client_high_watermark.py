@@ -26,7 +26,7 @@ from kraft.record.control import (
     LeaderChangeVoter,
     control_records,
 )
-from kraft.testing import RaftClientBuilder, RaftTestContext, RecordingListener
+from kraft.testing import RaftClientBuilder, RaftTestContext, RecordingListener, fetch_request
 
 with warnings.catch_warnings():  # kafka-python loads its schemas with deprecated importlib calls
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -36,15 +36,9 @@ LOCAL = 1
 FOLLOWER_EPOCH = 5
 
 
-def fetch(epoch: int, replica_id: int, offset: int, last_epoch: int) -> FetchRequest:
-    # max_wait 0: every fetch is answered in its poll, so each test sees each HW it causes.
-    return FetchRequest(
-        replica_id=replica_id,
-        current_leader_epoch=epoch,
-        fetch_offset=offset,
-        last_fetched_epoch=last_epoch,
-        max_wait_ms=0,
-    )
+# max_wait 0 (the default): every fetch is answered in its poll, so each test sees each HW
+# it causes.
+fetch = fetch_request
 
 
 def leader_context(
@@ -66,11 +60,7 @@ def leader_context(
 
 def append(ctx: RaftTestContext[bytes], records: list[bytes]) -> int:
     """Append through the leader and poll until the batch is in the log."""
-    client = ctx.client
-    offset = client.prepare_append(client.epoch, records)
-    client.schedule_prepared_append()
-    ctx.advance(ctx.config.append_linger_ms)
-    ctx.poll()
+    offset = ctx.append_and_drain(records)
     assert ctx.log_end_offset == offset + 1
     return offset
 

@@ -22,13 +22,12 @@ from kraft.protocol.errors import Errors
 from kraft.protocol.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
-    Endpoint,
     FetchRequest,
     NodeEndpoint,
     VoteRequest,
     VoteResponse,
 )
-from kraft.testing import RaftClientBuilder, RaftTestContext
+from kraft.testing import RaftClientBuilder, RaftTestContext, begin_epoch_request
 
 LOCAL = 1
 EPOCH = 5
@@ -74,10 +73,7 @@ def reply(
 
 
 def begin_epoch(epoch: int, leader: int) -> BeginQuorumEpochRequest:
-    return BeginQuorumEpochRequest(
-        leader_id=leader, leader_epoch=epoch, voter_id=LOCAL,
-        leader_endpoints=(Endpoint("CONTROLLER", "localhost", 9990 + leader),),
-    )
+    return begin_epoch_request(epoch, leader, voter_id=LOCAL)
 
 
 # =================================================================================================

@@ -28,7 +28,6 @@ from kraft.protocol.messages import (
     Endpoint,
     EndQuorumEpochRequest,
     EndQuorumEpochResponse,
-    FetchRequest,
     FetchResponse,
     FetchSnapshotRequest,
     FetchSnapshotResponse,
@@ -40,7 +39,7 @@ from kraft.protocol.messages import (
 from kraft.raft.channel import DequeMessageQueue, InboundMessage
 from kraft.raft.client import KafkaRaftClient
 from kraft.raft.listeners import LeaderAndEpoch
-from kraft.testing import RaftClientBuilder, RaftTestContext, RecordingListener
+from kraft.testing import RaftClientBuilder, RaftTestContext, RecordingListener, fetch_request
 
 LOCAL = 1
 
@@ -72,16 +71,7 @@ def restarted_leader(
     )
 
 
-def fetch(
-    epoch: int, replica: int, offset: int, last_epoch: int, max_wait_ms: int = 0
-) -> FetchRequest:
-    return FetchRequest(
-        replica_id=replica,
-        current_leader_epoch=epoch,
-        fetch_offset=offset,
-        last_fetched_epoch=last_epoch,
-        max_wait_ms=max_wait_ms,
-    )
+fetch = fetch_request
 
 
 def end_quorum_requests(

@@ -33,30 +33,11 @@ from kraft.protocol.messages import (
     VoteRequest,
     VoteResponse,
 )
-from kraft.testing import RaftClientBuilder, RaftTestContext
+from kraft.testing import RaftClientBuilder, RaftTestContext, vote_request
 
 LOCAL = 1
 VOTERS = (1, 2, 3)
 EPOCH = 5
-
-
-def vote_request(
-    epoch: int,
-    candidate: int,
-    last_epoch: int,
-    last_offset: int,
-    *,
-    pre_vote: bool = False,
-    **fields: Any,
-) -> VoteRequest:
-    return VoteRequest(
-        replica_epoch=epoch,
-        replica_id=candidate,
-        last_offset_epoch=last_epoch,
-        last_offset=last_offset,
-        pre_vote=pre_vote,
-        **fields,
-    )
 
 
 def answer(ctx: RaftTestContext[Any], request: VoteRequest, **deliver: Any) -> VoteResponse:
