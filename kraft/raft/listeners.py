@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Generic, NamedTuple, Protocol, TypeVar
 
 from kraft.record.batch import iter_batches
@@ -72,52 +73,18 @@ class ControlRecord(NamedTuple):
     message: ControlMessage
 
 
+@dataclass(slots=True)
 class Batch(Generic[T]):
     """One committed batch: its offsets and epoch, and its records (empty for a control batch,
     whose records are in ``control_records``)."""
 
-    __slots__ = (
-        "append_timestamp_ms",
-        "base_offset",
-        "control_records",
-        "epoch",
-        "last_offset",
-        "records",
-        "size_in_bytes",
-    )
-
-    def __init__(
-        self,
-        base_offset: int,
-        last_offset: int,
-        epoch: int,
-        append_timestamp_ms: int,
-        size_in_bytes: int,
-        records: list[T],
-        control_records: list[ControlRecord] | None = None,
-    ) -> None:
-        self.base_offset = base_offset
-        self.last_offset = last_offset
-        self.epoch = epoch
-        self.append_timestamp_ms = append_timestamp_ms
-        self.size_in_bytes = size_in_bytes
-        self.records = records
-        self.control_records: list[ControlRecord] = (
-            [] if control_records is None else control_records
-        )
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Batch):
-            return NotImplemented
-        return (
-            self.base_offset == other.base_offset
-            and self.last_offset == other.last_offset
-            and self.epoch == other.epoch
-            and self.records == other.records
-            and self.control_records == other.control_records
-        )
-
-    __hash__ = None  # type: ignore[assignment]
+    base_offset: int
+    last_offset: int
+    epoch: int
+    append_timestamp_ms: int
+    size_in_bytes: int
+    records: list[T]
+    control_records: list[ControlRecord] = field(default_factory=list)
 
     def __repr__(self) -> str:
         kind = f"control={[c.type.name for c in self.control_records]}" if (
