@@ -1,0 +1,860 @@
+"""``Cluster``: every node's real Raft client in one thread, in virtual time, under faults.
+
+The scheduler is a heap of ``(time_ms, sequence, kind, a, b)``. A node is polled when a message
+reaches it or when the deadline its last ``poll()`` returned comes, never on a fixed tick, and
+the clock jumps straight to the next event. One ``random.Random(seed)`` drives the network, the
+workload and every client's timers, so a seed (and the same calls on the cluster) always gives
+the same run, byte for byte: see :attr:`Cluster.digest`.
+
+After every event the :class:`~kraft.simulation.invariants.InvariantChecker` runs; a violation
+is recorded in :attr:`Cluster.violations`, logged as an event and, with ``stop_on_violation``
+(the default), raised as :class:`InvariantViolationError` carrying a report: seed, simulated time,
+invariant, nodes, the last events and the command that replays the run.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import random
+import struct
+import traceback
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from kraft.config import ConfigError, Endpoint, QuorumConfig
+from kraft.errors import KraftError, NotLeaderError
+from kraft.log.memory import MemoryLog
+from kraft.log.quorum_state import MemoryQuorumStateStore
+from kraft.protocol.api import ZERO_UUID
+from kraft.protocol.envelope import (
+    InboundRequest,
+    InboundResponse,
+    OutboundRequest,
+    OutboundResponse,
+)
+from kraft.protocol.messages import VoteRequest, VoteResponse
+from kraft.raft.channel import DequeMessageQueue
+from kraft.raft.client import KafkaRaftClient
+from kraft.raft.listeners import Batch
+from kraft.raft.states import NO_DEADLINE
+from kraft.simulation.events import Event, EventLog
+from kraft.simulation.invariants import InvariantChecker, Violation
+from kraft.simulation.network import LinkConfig, SimNetwork
+from kraft.simulation.node import ReplicatedCounter, SimNode, SimSerde
+
+__all__ = ["Cluster", "FaultRecord", "SimulationError", "InvariantViolationError", "sim_config"]
+
+logger = logging.getLogger(__name__)
+
+#: Where the simulated voters "listen" (only the ids matter; ports keep endpoints distinct).
+SIM_PORT_BASE = 19_000
+#: Wall-clock milliseconds at simulated time 0 (record timestamps only): 2026-01-01T00:00Z.
+SIM_WALL_START_MS = 1_767_225_600_000
+#: Polls of one node at one instant before the simulator calls it a livelock.
+MAX_SPINS = 10_000
+#: Events at one instant before the simulator calls it a livelock.
+MAX_EVENTS_AT_ONE_TIME = 200_000
+
+_POLL, _DELIVER, _CALL = 0, 1, 2
+_CRC = struct.Struct(">I")
+
+
+class SimulationError(KraftError):
+    """The simulation itself cannot go on (a livelock, a misuse of the API)."""
+
+
+class InvariantViolationError(KraftError):
+    """An invariant failed; ``report`` says where, when, and how to replay it."""
+
+    def __init__(self, violation: Violation, report: str) -> None:
+        super().__init__(report)
+        self.violation = violation
+        self.report = report
+
+
+@dataclass(frozen=True, slots=True)
+class FaultRecord:
+    """One fault the scenario asked for: its index (in call order), time, kind and targets."""
+
+    index: int
+    time_ms: int
+    kind: str
+    targets: tuple[int, ...]
+    suppressed: bool = False
+
+
+def sim_config(voter_ids: Iterable[int], base: QuorumConfig | None = None) -> QuorumConfig:
+    """``base`` (Kafka's defaults when None) with the simulated voters' endpoints."""
+    voters = {i: Endpoint("sim", SIM_PORT_BASE + i) for i in voter_ids}
+    if base is None:
+        return QuorumConfig(voters=voters)
+    if base.voters and set(base.voters) != set(voters):
+        raise ConfigError(
+            f"the config names voters {sorted(base.voters)}, but the cluster's voters are "
+            f"{sorted(voters)}"
+        )
+    return replace(base, voters=voters)
+
+
+class _SimClock:
+    __slots__ = ("now",)
+
+    def __init__(self) -> None:
+        self.now = 0
+
+    def now_ms(self) -> int:
+        return self.now
+
+    def wall_ms(self) -> int:
+        return self.now + SIM_WALL_START_MS
+
+
+class _Transit:
+    __slots__ = ("alias", "dst", "dst_incarnation", "envelope", "src", "src_incarnation")
+
+    def __init__(
+        self,
+        src: SimNode,
+        dst: SimNode,
+        alias: int | None,
+        envelope: OutboundRequest | OutboundResponse,
+    ) -> None:
+        self.src = src
+        self.dst = dst
+        self.src_incarnation = src.incarnation
+        self.dst_incarnation = dst.incarnation
+        self.alias = alias
+        self.envelope = envelope
+
+
+class Cluster:
+    """A simulated quorum: ``voters`` voters (ids 1..voters) and ``observers`` observers
+    (the ids after), all started. See docs/simulation.md for the whole API.
+
+    ``event_log`` is a path for the JSON Lines event log (nothing is written without it; the
+    events are still counted and hashed). ``message_events=False`` leaves message events out
+    (faster, smaller logs). ``suppress_faults`` skips the faults with those indices (for
+    ``kraft sim shrink``).
+    """
+
+    def __init__(
+        self,
+        seed: int = 0,
+        voters: int = 3,
+        observers: int = 0,
+        config: QuorumConfig | None = None,
+        *,
+        scenario: str = "adhoc",
+        event_log: Path | str | None = None,
+        message_events: bool = True,
+        stop_on_violation: bool = True,
+        suppress_faults: Iterable[int] = (),
+        network: LinkConfig | None = None,
+    ) -> None:
+        if voters < 1:
+            raise ConfigError(f"a cluster needs at least one voter, got {voters}")
+        if observers < 0:
+            raise ConfigError(f"negative number of observers {observers}")
+        self.seed = seed
+        self.scenario = scenario
+        self.rand = random.Random(seed)
+        self.clock = _SimClock()
+        self.voter_ids = tuple(range(1, voters + 1))
+        self.observer_ids = tuple(range(voters + 1, voters + observers + 1))
+        self.config = sim_config(self.voter_ids, config)
+        self.network = SimNetwork(self.rand, network)
+        self.nodes: dict[int, SimNode] = {
+            i: SimNode(i, i in self.voter_ids) for i in self.voter_ids + self.observer_ids
+        }
+        self._port_to_node = {
+            ep.port: node_id for node_id, ep in self.config.voters.items()
+        }
+        self.events = EventLog(
+            f"{scenario}/{seed}", seed, scenario,
+            None if event_log is None else Path(event_log),
+        )
+        self.message_events = message_events
+        self.stop_on_violation = stop_on_violation
+        self.violations: list[Violation] = []
+        self.faults: list[FaultRecord] = []
+        self._suppress = frozenset(suppress_faults)
+        self._heap: list[tuple[int, int, int, Any, Any]] = []
+        self._seq = 0
+        self._serde = SimSerde()
+        self.checker = InvariantChecker(self.nodes, self.voter_ids)
+        self._shutdowns: dict[int, Any] = {}
+        self._workload_generation = 0
+        self.workload_rate = 0.0
+        self._closed = False
+        self._emit("run_started", details={
+            "voters": voters, "observers": observers,
+            "config": {
+                "election_timeout_ms": self.config.election_timeout_ms,
+                "fetch_timeout_ms": self.config.fetch_timeout_ms,
+                "append_linger_ms": self.config.append_linger_ms,
+                "fetch_max_wait_ms": self.config.fetch_max_wait_ms,
+            },
+        })
+        for node in self.nodes.values():
+            self._start(node)
+        self._check()
+
+    # =========================================================================================
+    # Reading the cluster
+    # =========================================================================================
+    @property
+    def now_ms(self) -> int:
+        """Simulated milliseconds since the start."""
+        return self.clock.now
+
+    def node(self, node_id: int) -> SimNode:
+        try:
+            return self.nodes[node_id]
+        except KeyError:
+            raise SimulationError(
+                f"no node {node_id}: the cluster has nodes {sorted(self.nodes)}"
+            ) from None
+
+    def leader(self) -> int | None:
+        """The running node that is Leader in the highest epoch, if any."""
+        best: SimNode | None = None
+        for node in self.nodes.values():
+            client = node.client
+            if client is not None and client.is_leader and (
+                best is None or client.epoch > best.epoch
+            ):
+                best = node
+        return None if best is None else best.node_id
+
+    @property
+    def running(self) -> list[int]:
+        return [i for i, n in self.nodes.items() if n.client is not None]
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 of the event log so far: equal for equal runs."""
+        return self.events.digest
+
+    # =========================================================================================
+    # Running
+    # =========================================================================================
+    def run_for(self, ms: int) -> None:
+        """Run ``ms`` simulated milliseconds."""
+        self.run_until(_never, ms)
+
+    def run_until(self, predicate: Callable[[], bool], timeout_ms: int) -> bool:
+        """Run until ``predicate()`` holds (checked after every event) or ``timeout_ms`` pass.
+
+        Returns whether the predicate held. Raises :class:`InvariantViolationError` on a violation
+        when ``stop_on_violation``.
+        """
+        if timeout_ms < 0:
+            raise ValueError(f"negative timeout {timeout_ms}")
+        end = self.clock.now + timeout_ms
+        heap = self._heap
+        same_time = 0
+        while True:
+            if predicate():
+                return True
+            if not heap or heap[0][0] > end:
+                self.clock.now = max(self.clock.now, end)
+                return bool(predicate())
+            at, _, kind, a, b = heapq.heappop(heap)
+            if at > self.clock.now:
+                self.clock.now = at
+                same_time = 0
+            else:
+                same_time += 1
+                if same_time > MAX_EVENTS_AT_ONE_TIME:
+                    raise SimulationError(
+                        f"livelock: {same_time} events at {at} ms without time passing"
+                    )
+            if kind == _POLL:
+                node = self.nodes[a]
+                if b != node.poll_generation or node.client is None or node.paused:
+                    continue
+                node.poll_at = -1
+                self._activate(node)
+            elif kind == _DELIVER:
+                self._deliver(a)
+            else:
+                a()
+            self._check()
+
+    def _push(self, at: int, kind: int, a: Any, b: Any = None) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (at, self._seq, kind, a, b))
+
+    def _wake(self, node: SimNode, at: int | None = None) -> None:
+        """Make sure ``node`` is polled at ``at`` (now by default) or earlier."""
+        when = self.clock.now if at is None else at
+        if node.poll_at != -1 and node.poll_at <= when:
+            return
+        node.poll_generation += 1
+        node.poll_at = when
+        self._push(when, _POLL, node.node_id, node.poll_generation)
+
+    def call_at(self, at_ms: int, action: Callable[[], None]) -> None:
+        """Run ``action()`` at simulated time ``at_ms`` (an event like any other)."""
+        self._push(max(at_ms, self.clock.now), _CALL, action)
+
+    def every(self, period_ms: tuple[int, int], action: Callable[[], bool]) -> None:
+        """Run ``action()`` every ``period_ms`` (a random span in [lo, hi]) while it returns
+        True."""
+        lo, hi = period_ms
+
+        def tick() -> None:
+            if action():
+                self.call_at(self.clock.now + self.rand.randint(lo, hi), tick)
+
+        self.call_at(self.clock.now + self.rand.randint(lo, hi), tick)
+
+    # =========================================================================================
+    # Nodes: start, poll, deliver
+    # =========================================================================================
+    def _start(self, node: SimNode) -> None:
+        node.incarnation += 1
+        node.queue = DequeMessageQueue()
+        node.channel.outbox.clear()
+        node.request_aliases.clear()
+        node.vote_kinds.clear()
+        node_id = node.node_id
+        counter = ReplicatedCounter(
+            node_id,
+            on_commit=lambda batch: self._on_commit(node, batch),
+            on_problem=lambda message: self.checker.report("counter", (node_id,), message),
+        )
+        client: KafkaRaftClient[Any] = KafkaRaftClient(
+            local_id=node_id, config=self.config, log=node.log, store=node.store,
+            channel=node.channel, queue=node.queue, clock=self.clock, rand=self.rand,
+            serde=self._serde,
+        )
+        node.counter = counter
+        node.client = client
+        client.register(counter)
+        try:
+            client.initialize()
+        except Exception as exc:
+            node.client = None
+            self._fatal(node, exc)
+            return
+        self._emit_node(node, "node_started", details={"incarnation": node.incarnation})
+        self._observe(node)
+        self._route(node)
+        self._wake(node)
+
+    def _activate(self, node: SimNode) -> None:
+        client = node.client
+        assert client is not None
+        spins = 0
+        try:
+            while True:
+                delay = client.poll()
+                if node.channel.outbox:
+                    self._route(node)
+                if delay > 0 or node.client is None:
+                    break
+                spins += 1
+                if spins > MAX_SPINS:
+                    raise SimulationError(
+                        f"livelock: node {node.node_id} polled {spins} times at "
+                        f"{self.clock.now} ms without time passing"
+                    )
+        except SimulationError:
+            raise
+        except Exception as exc:
+            self._fatal(node, exc)
+            return
+        self._observe(node)
+        shutdown = self._shutdowns.get(node.node_id)
+        if shutdown is not None and shutdown.done():
+            self._finish_shutdown(node)
+            return
+        if delay < NO_DEADLINE:
+            self._wake(node, self.clock.now + delay)
+
+    def _fatal(self, node: SimNode, exc: BaseException) -> None:
+        """A client raised: that is a bug in the client, reported as a violation."""
+        where = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        logger.error("node %d raised %s", node.node_id, where, exc_info=exc)
+        node.client = None
+        node.log.crash()
+        self.checker.node_reset(node.node_id, wiped=False)
+        self.checker.report("no_exception", (node.node_id,), f"node {node.node_id} raised {where}")
+
+    def _observe(self, node: SimNode) -> None:
+        client = node.client
+        if client is None:
+            return
+        role = client.role
+        epoch = client.epoch
+        if role != node.last_role or epoch != node.last_epoch:
+            self._emit_node(node, "state_changed", details={
+                "from_role": node.last_role, "from_epoch": node.last_epoch,
+            })
+            node.last_role = role
+            node.last_epoch = epoch
+
+    def _route(self, node: SimNode) -> None:
+        outbox = node.channel.outbox
+        messages = list(outbox)
+        outbox.clear()
+        now = self.clock.now
+        for envelope in messages:
+            destination = envelope.destination
+            alias: int | None = None
+            if isinstance(envelope, OutboundResponse):
+                alias = node.request_aliases.pop((destination, envelope.correlation_id), None)
+                if isinstance(envelope.body, VoteResponse):
+                    self._vote_event(node, destination, envelope)
+            elif destination < -1:
+                alias = destination
+                destination = self._resolve_bootstrap(destination)
+            target = self.nodes.get(destination)
+            name = type(envelope.body).__name__
+            if target is None:
+                self._emit(
+                    "message_dropped", node=node.node_id, peer=destination, message=name,
+                    details={"reason": "unknown destination"},
+                )
+                continue
+            if self.message_events:
+                self.events.emit(
+                    now, "message_sent", node=node.node_id, peer=destination, message=name,
+                )
+            times = self.network.delivery_times(node.node_id, destination, now)
+            if not times:
+                self._emit(
+                    "message_dropped", node=node.node_id, peer=destination, message=name,
+                    details={"reason": "lost"},
+                )
+                continue
+            if len(times) > 1 and self.message_events:
+                self._emit(
+                    "message_duplicated", node=node.node_id, peer=destination, message=name,
+                )
+            transit = _Transit(node, target, alias, envelope)
+            for at in times:
+                self._push(at, _DELIVER, transit)
+
+    def _resolve_bootstrap(self, alias: int) -> int:
+        index = -2 - alias
+        servers = self.config.bootstrap_servers
+        if 0 <= index < len(servers):
+            return self._port_to_node.get(servers[index].port, alias)
+        return alias
+
+    def _vote_event(self, node: SimNode, peer: int, envelope: OutboundResponse) -> None:
+        body = envelope.body
+        assert isinstance(body, VoteResponse)
+        pre_vote = node.vote_kinds.pop((peer, envelope.correlation_id), False)
+        self._emit_node(
+            node, "vote_granted" if body.vote_granted else "vote_refused", peer=peer,
+            details={"pre_vote": pre_vote, "error_code": body.error_code},
+        )
+
+    def _deliver(self, transit: _Transit) -> None:
+        src, dst, envelope = transit.src, transit.dst, transit.envelope
+        name = type(envelope.body).__name__
+        reason = None
+        if dst.client is None or dst.incarnation != transit.dst_incarnation:
+            reason = "destination down"
+        elif src.incarnation != transit.src_incarnation:
+            reason = "connection reset"
+        elif (src.node_id, dst.node_id) in self.network.blocked:
+            reason = "partitioned"
+        if reason is not None:
+            self._emit(
+                "message_dropped", node=src.node_id, peer=dst.node_id, message=name,
+                details={"reason": reason},
+            )
+            return
+        now = self.clock.now
+        if self.message_events:
+            self.events.emit(
+                now, "message_delivered", node=dst.node_id, peer=src.node_id, message=name,
+            )
+        if isinstance(envelope, OutboundRequest):
+            key = (src.node_id, envelope.correlation_id)
+            if transit.alias is not None:
+                dst.request_aliases[key] = transit.alias
+            body = envelope.body
+            if isinstance(body, VoteRequest):
+                dst.vote_kinds[key] = body.pre_vote
+            dst.queue.add(InboundRequest(
+                envelope.correlation_id, src.node_id, ZERO_UUID, None, body, now,
+            ))
+        else:
+            source = src.node_id if transit.alias is None else transit.alias
+            dst.queue.add(InboundResponse(envelope.correlation_id, source, envelope.body, now))
+        if not dst.paused:
+            self._wake(dst)
+
+    def _on_commit(self, node: SimNode, batch: Batch[Any]) -> None:
+        self.checker.on_commit(node.node_id, batch)
+        raw = node.log.raw_batches(batch.base_offset, batch.base_offset + 1)
+        checksum = _CRC.unpack_from(raw[0][2], 17)[0] if raw else -1
+        client = node.client
+        self.events.emit(
+            self.clock.now, "batch_committed", node=node.node_id, epoch=batch.epoch,
+            leader=-1 if client is None or client.leader_id is None else client.leader_id,
+            role=node.last_role if client is None else client.role,
+            offset=batch.last_offset, base_offset=batch.base_offset, checksum=checksum,
+            count=len(batch.records),
+            latency_ms=max(0, self.clock.wall_ms() - batch.append_timestamp_ms),
+            high_watermark=node.log.high_watermark,
+        )
+
+    # =========================================================================================
+    # Invariants and events
+    # =========================================================================================
+    def _check(self) -> None:
+        problems = self.checker.check()
+        if problems:
+            self._violations(problems)
+
+    def _violations(self, problems: list[tuple[str, tuple[int, ...], str]]) -> None:
+        first: Violation | None = None
+        for invariant, nodes, message in problems:
+            violation = Violation(self.clock.now, invariant, nodes, message)
+            self.violations.append(violation)
+            logger.error("invariant violated: %s", violation)
+            self._emit("invariant_violated", details={
+                "invariant": invariant, "nodes": list(nodes), "message": message,
+            })
+            first = first or violation
+        if first is not None and self.stop_on_violation:
+            raise InvariantViolationError(first, self.report(first))
+
+    def report(self, violation: Violation) -> str:
+        """What a failed run prints: the violation, the cluster, the last events, the replay."""
+        lines = [
+            f"invariant {violation.invariant} violated at {violation.time_ms} ms "
+            f"(seed {self.seed}, scenario {self.scenario})",
+            f"  {violation.message}",
+            f"  nodes involved: {', '.join(map(str, violation.nodes)) or '-'}",
+            "  cluster:",
+        ]
+        lines += [f"    {node!r}" for node in self.nodes.values()]
+        lines.append(f"  the last {len(self.events.recent)} events:")
+        lines += [f"    {_describe(event)}" for event in self.events.recent]
+        lines.append(f"  replay: {self.replay_command()}")
+        return "\n".join(lines)
+
+    def replay_command(self) -> str:
+        if self.scenario == "adhoc":
+            return f"Cluster(seed={self.seed}, ...) with the same calls"
+        command = f"kraft sim run --scenario {self.scenario} --seed {self.seed}"
+        if self._suppress:
+            command += " --suppress " + ",".join(map(str, sorted(self._suppress)))
+        return command
+
+    def _emit(self, kind: str, **fields: Any) -> Event:
+        return self.events.emit(self.clock.now, kind, **fields)
+
+    def _emit_node(self, node: SimNode, kind: str, **fields: Any) -> Event:
+        client = node.client
+        if client is not None:
+            leader = client.leader_id
+            fields.setdefault("epoch", client.epoch)
+            fields.setdefault("leader", -1 if leader is None else leader)
+            fields.setdefault("role", client.role)
+        else:
+            fields.setdefault("role", "Down")
+        return self.events.emit(
+            self.clock.now, kind, node=node.node_id,
+            log_end_offset=node.log.log_end_offset, high_watermark=node.log.high_watermark,
+            **fields,
+        )
+
+    # =========================================================================================
+    # Appends and the workload
+    # =========================================================================================
+    def append(self, records: Sequence[Any]) -> int | None:
+        """Append ``records`` (any msgpack-able values) through the current leader, as one
+        batch; the last record's offset, or None without a leader."""
+        leader_id = self.leader()
+        if leader_id is None:
+            self._emit("append_refused", count=len(records))
+            return None
+        node = self.nodes[leader_id]
+        client = node.client
+        assert client is not None
+        try:
+            offset = client.prepare_append(client.epoch, list(records))
+            client.schedule_prepared_append()
+        except NotLeaderError:
+            self._emit("append_refused", count=len(records))
+            return None
+        self._emit_node(node, "append_accepted", offset=offset, count=len(records))
+        if not node.paused:
+            self._wake(node)
+        return offset
+
+    def increment(self) -> int | None:
+        """Append the replicated counter's next increment through the leader (Kafka's
+        ``ReplicatedCounter.increment``); its offset, or None when no leader is writable."""
+        leader_id = self.leader()
+        node = None if leader_id is None else self.nodes[leader_id]
+        if node is None or node.client is None or node.counter is None:
+            self._emit("append_refused", count=1)
+            return None
+        offset = node.counter.increment(node.client)
+        if offset is None:
+            self._emit("append_refused", count=1)
+            return None
+        self._emit_node(node, "append_accepted", offset=offset, count=1)
+        if not node.paused:
+            self._wake(node)
+        return offset
+
+    def start_workload(self, rate_per_s: float = 100.0, jitter: float = 0.5) -> None:
+        """Increment the counter about ``rate_per_s`` times per simulated second, through
+        whichever node leads (each tick is ``1000 / rate`` ms, give or take ``jitter``)."""
+        if rate_per_s <= 0:
+            raise ValueError(f"the workload rate must be positive, got {rate_per_s}")
+        period = 1000.0 / rate_per_s
+        lo = max(1, round(period * (1 - jitter)))
+        hi = max(lo, round(period * (1 + jitter)))
+        self._workload_generation += 1
+        generation = self._workload_generation
+        self.workload_rate = rate_per_s
+
+        def tick() -> bool:
+            if generation != self._workload_generation:
+                return False
+            self.increment()
+            return True
+
+        self.every((lo, hi), tick)
+
+    def stop_workload(self) -> None:
+        self._workload_generation += 1
+        self.workload_rate = 0.0
+
+    # =========================================================================================
+    # Faults
+    # =========================================================================================
+    def _fault(self, kind: str, targets: Iterable[int] = (), **details: Any) -> bool:
+        """Register a fault; False if it is suppressed (shrinking)."""
+        index = len(self.faults)
+        targets = tuple(targets)
+        suppressed = index in self._suppress
+        self.faults.append(FaultRecord(index, self.clock.now, kind, targets, suppressed))
+        self._emit(
+            "fault_suppressed" if suppressed else "fault_injected",
+            details={"fault": kind, "index": index, "targets": list(targets), **details},
+        )
+        return not suppressed
+
+    def _healed(self, kind: str, targets: Iterable[int] = ()) -> None:
+        self._emit("fault_healed", details={"fault": kind, "targets": list(targets)})
+
+    def partition(self, *groups: Iterable[int]) -> None:
+        """Cut the network between ``groups`` (nodes in no group form one more group)."""
+        sets = [set(group) for group in groups]
+        for group in sets:
+            for node_id in group:
+                self.node(node_id)
+        if self._fault("partition", sorted(set().union(*sets)) if sets else (),
+                       groups=[sorted(g) for g in sets]):
+            self.network.partition(sets, self.nodes)
+
+    def isolate(self, node_id: int) -> None:
+        """Cut every link to and from ``node_id``."""
+        self.node(node_id)
+        if self._fault("isolate", (node_id,)):
+            others = [i for i in self.nodes if i != node_id]
+            self.network.block([node_id], others)
+            self.network.block(others, [node_id])
+
+    def block(self, sources: Iterable[int], destinations: Iterable[int]) -> None:
+        """Cut the one-way links from every source to every destination."""
+        src, dst = list(sources), list(destinations)
+        for node_id in src + dst:
+            self.node(node_id)
+        if self._fault("block", sorted(set(src + dst)), sources=src, destinations=dst):
+            self.network.block(src, dst)
+
+    def heal(self) -> None:
+        """Restore every link."""
+        if self._fault("heal"):
+            self.network.heal()
+            self._healed("partition")
+
+    def set_network(
+        self,
+        drop: float | None = None,
+        duplicate: float | None = None,
+        reorder: float | None = None,
+        latency_ms: tuple[int, int] | None = None,
+    ) -> None:
+        """Change loss, duplication, reordering and latency on every link."""
+        details = {
+            k: v for k, v in (("drop", drop), ("duplicate", duplicate), ("reorder", reorder),
+                              ("latency_ms", None if latency_ms is None else list(latency_ms)))
+            if v is not None
+        }
+        LinkConfig(
+            latency_ms=self.network.default.latency_ms if latency_ms is None else latency_ms,
+            drop=drop or 0.0, duplicate=duplicate or 0.0, reorder=reorder or 0.0,
+        )  # validates before anything changes
+        if self._fault("network", (), **details):
+            self.network.configure(
+                drop=drop, duplicate=duplicate, reorder=reorder, latency_ms=latency_ms,
+            )
+
+    def kill(self, node_id: int) -> None:
+        """Crash ``node_id``: its process is gone, unflushed log data is lost."""
+        node = self.node(node_id)
+        if node.client is None or not self._fault("kill", (node_id,)):
+            return
+        self._crash(node)
+
+    def _crash(self, node: SimNode) -> None:
+        node.client = None
+        node.paused = False
+        node.poll_generation += 1
+        node.poll_at = -1
+        node.incarnation += 1
+        node.log.crash()
+        node.last_role, node.last_epoch = "Down", -1
+        self._shutdowns.pop(node.node_id, None)
+        self.checker.node_reset(node.node_id, wiped=False)
+        self._emit_node(node, "state_changed", details={"from_role": "crashed"})
+
+    def restart(self, node_id: int) -> None:
+        """Start ``node_id`` again from its disk (a running node is killed first: a bounce)."""
+        node = self.node(node_id)
+        if not self._fault("restart", (node_id,)):
+            return
+        if node.client is not None:
+            self._crash(node)
+        self.checker.node_reset(node_id, wiped=False)
+        self._start(node)
+        self._healed("kill", (node_id,))
+
+    def wipe(self, node_id: int) -> None:
+        """Replace ``node_id``'s disk with an empty one (log and quorum state). A running node
+        is killed and restarted on the new disk; a stopped one stays stopped."""
+        node = self.node(node_id)
+        if not self._fault("wipe", (node_id,)):
+            return
+        was_running = node.client is not None
+        if was_running:
+            self._crash(node)
+        node.log = MemoryLog()
+        node.store = MemoryQuorumStateStore(f"node-{node_id}")
+        self.checker.node_reset(node_id, wiped=True)
+        if was_running:
+            self._start(node)
+
+    def pause(self, node_id: int) -> None:
+        """Freeze ``node_id`` (a long GC pause): it is not polled; its mail waits."""
+        node = self.node(node_id)
+        if node.client is None or node.paused or not self._fault("pause", (node_id,)):
+            return
+        node.paused = True
+
+    def resume(self, node_id: int) -> None:
+        node = self.node(node_id)
+        if not node.paused or not self._fault("resume", (node_id,)):
+            return
+        node.paused = False
+        self._healed("pause", (node_id,))
+        self._wake(node)
+
+    def resign(self) -> int | None:
+        """The leader resigns its epoch (Kafka's ``resign``); the leader's id, or None."""
+        leader_id = self.leader()
+        if leader_id is None or not self._fault("resign", (leader_id,)):
+            return None
+        node = self.nodes[leader_id]
+        assert node.client is not None
+        node.client.resign(node.client.epoch)
+        self._wake(node)
+        return leader_id
+
+    def shutdown(self, node_id: int, timeout_ms: int = 5000) -> None:
+        """Shut ``node_id`` down gracefully (a leader hands over with EndQuorumEpoch); the
+        node stops when its shutdown completes."""
+        node = self.node(node_id)
+        if node.client is None or not self._fault("shutdown", (node_id,)):
+            return
+        self._shutdowns[node_id] = node.client.shutdown(timeout_ms)
+        self._wake(node)
+
+    def _finish_shutdown(self, node: SimNode) -> None:
+        client = node.client
+        assert client is not None
+        self._shutdowns.pop(node.node_id, None)
+        client.close()
+        node.log.flush(force=True)
+        node.client = None
+        node.poll_generation += 1
+        node.poll_at = -1
+        node.incarnation += 1
+        node.last_role, node.last_epoch = "Down", -1
+        self.checker.node_reset(node.node_id, wiped=False)
+        self._emit_node(node, "state_changed", details={"from_role": "shutdown"})
+
+    # =========================================================================================
+    # The end
+    # =========================================================================================
+    def validate(self) -> list[Violation]:
+        """The end-of-run checks; every violation of the whole run."""
+        leader_id = self.leader()
+        problems = self.checker.validate(None if leader_id is None else self.nodes[leader_id])
+        self._emit("invariants_checked", details={
+            "checks": self.checker.checks, "violations": len(self.violations) + len(problems),
+        })
+        if problems:
+            self._violations(problems)
+        return list(self.violations)
+
+    def close(self) -> None:
+        """Write the last event and close the event log (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._emit("run_finished", details={
+            "violations": len(self.violations), "events": self.events.count + 1,
+            "faults": len(self.faults),
+        })
+        self.events.close()
+
+    def __enter__(self) -> Cluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"Cluster(seed={self.seed}, voters={len(self.voter_ids)}, "
+            f"observers={len(self.observer_ids)}, now_ms={self.now_ms}, leader={self.leader()})"
+        )
+
+
+def _never() -> bool:
+    return False
+
+
+def _describe(event: Event) -> str:
+    parts = [f"{event.time_ms:>8} ms", event.kind]
+    if event.node != -1:
+        parts.append(f"node={event.node}")
+    if event.peer != -1:
+        parts.append(f"peer={event.peer}")
+    if event.message:
+        parts.append(event.message)
+    if event.role:
+        parts.append(f"{event.role}@{event.epoch}")
+    if event.offset != -1:
+        parts.append(f"offset={event.offset}")
+    if event.details:
+        parts.append(str(event.details))
+    return " ".join(parts)

@@ -1,0 +1,269 @@
+"""The invariants the simulator checks after every event (KRAFT-BEHAVIOUR §3, DESIGN §5).
+
+Each check is incremental: it looks at what changed since the last event (new quorum-state
+writes, a high watermark that moved, a node that became leader), so checking after every event
+stays cheap. Names, as they appear in reports and in the event log:
+
+``single_leader``           at most one leader per epoch, over every persisted state and every
+                            node that is Leader in memory
+``monotonic_epoch``         a node's persisted epoch never decreases, and a running node's
+                            in-memory epoch equals its persisted one
+``monotonic_high_watermark`` a running node's high watermark never decreases; nor does the
+                            high watermark of the leader of the highest epoch
+``majority_high_watermark`` a majority of voters hold the leader's high watermark in their log
+``committed_data``          every batch below a node's high watermark is the same batch (offsets,
+                            epoch, CRC) on every node, checked as the high watermark moves; a
+                            listener is handed exactly those batches
+``leader_completeness``     a new leader's log holds every batch committed before it
+``durability``              at the end, every batch ever committed is in the last leader's log
+``counter``                 committed counter increments are consecutive on every node
+``listener_order``          a listener is handed batches in increasing offset order
+``no_exception``            no client raises out of ``poll`` (that would stop a real node)
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kraft.raft.listeners import Batch
+from kraft.simulation.node import SimNode
+
+__all__ = ["INVARIANTS", "InvariantChecker", "Violation"]
+
+INVARIANTS = (
+    "single_leader",
+    "monotonic_epoch",
+    "monotonic_high_watermark",
+    "majority_high_watermark",
+    "committed_data",
+    "leader_completeness",
+    "durability",
+    "counter",
+    "listener_order",
+    "no_exception",
+)
+
+_EPOCH = struct.Struct(">i")
+_CRC = struct.Struct(">I")
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """An invariant that failed: when, which, on which nodes, and why."""
+
+    time_ms: int
+    invariant: str
+    nodes: tuple[int, ...]
+    message: str
+
+    def __str__(self) -> str:
+        nodes = ",".join(map(str, self.nodes)) or "-"
+        return f"[{self.time_ms} ms] {self.invariant} (nodes {nodes}): {self.message}"
+
+
+class _Committed:
+    """Every batch known committed: base offset -> (last offset, epoch, CRC)."""
+
+    __slots__ = ("batches", "frontier")
+
+    def __init__(self) -> None:
+        self.batches: dict[int, tuple[int, int, int]] = {}
+        #: The highest high watermark any node has reported.
+        self.frontier = 0
+
+
+class InvariantChecker:
+    """Checks a cluster's nodes; ``check`` after every event, ``validate`` at the end."""
+
+    def __init__(self, nodes: Mapping[int, SimNode], voter_ids: Iterable[int]) -> None:
+        self.nodes = nodes
+        self.voter_ids = tuple(voter_ids)
+        self.majority = len(self.voter_ids) // 2 + 1
+        self.committed = _Committed()
+        self.leader_of_epoch: dict[int, int] = {}
+        self._writes_seen = dict.fromkeys(nodes, 0)
+        self._persisted_epoch = dict.fromkeys(nodes, 0)
+        self._verified = dict.fromkeys(nodes, 0)
+        self._hw = dict.fromkeys(nodes, -1)
+        self._top_leader = (-1, -1)  # (epoch, high watermark) of the highest-epoch leader
+        self._was_leader = dict.fromkeys(nodes, -1)
+        self.checks = 0
+        self.pending: list[tuple[str, tuple[int, ...], str]] = []
+
+    # -- lifecycle hooks --------------------------------------------------------------------
+    def node_reset(self, node_id: int, wiped: bool) -> None:
+        """A node was killed or restarted (its in-memory state is gone), or wiped (its disk)."""
+        self._hw[node_id] = -1
+        self._verified[node_id] = 0
+        self._was_leader[node_id] = -1
+        if wiped:
+            self._writes_seen[node_id] = 0
+            self._persisted_epoch[node_id] = 0
+
+    def report(self, invariant: str, nodes: tuple[int, ...], message: str) -> None:
+        """Record a problem found outside :meth:`check` (a listener's, the counter's)."""
+        self.pending.append((invariant, nodes, message))
+
+    def on_commit(self, node_id: int, batch: Batch[Any]) -> None:
+        known = self.committed.batches.get(batch.base_offset)
+        if known is not None and (known[0], known[1]) != (batch.last_offset, batch.epoch):
+            self.report("committed_data", (node_id,), (
+                f"node {node_id}'s listener got batch {batch.base_offset}..{batch.last_offset} "
+                f"epoch {batch.epoch}, but {batch.base_offset}..{known[0]} epoch {known[1]} "
+                "was committed"
+            ))
+
+    # -- after every event --------------------------------------------------------------------
+    def check(self) -> list[tuple[str, tuple[int, ...], str]]:
+        """Every problem since the last call, as (invariant, nodes, message)."""
+        self.checks += 1
+        problems = self.pending
+        self.pending = []
+        leader: SimNode | None = None
+        for node_id, node in self.nodes.items():
+            self._check_persisted(node_id, node, problems)
+            client = node.client
+            if client is None:
+                continue
+            epoch = client.epoch
+            if epoch != self._persisted_epoch[node_id]:
+                problems.append(("monotonic_epoch", (node_id,), (
+                    f"node {node_id} is in epoch {epoch} but persisted "
+                    f"{self._persisted_epoch[node_id]}"
+                )))
+            if client.is_leader:
+                self._claim(epoch, node_id, problems)
+                if leader is None or epoch > leader.epoch:
+                    leader = node
+                if self._was_leader[node_id] != epoch:
+                    self._was_leader[node_id] = epoch
+                    self._check_completeness(node, problems)
+            hw = node.log.high_watermark
+            if hw < self._hw[node_id]:
+                problems.append(("monotonic_high_watermark", (node_id,), (
+                    f"node {node_id}'s high watermark went from {self._hw[node_id]} to {hw}"
+                )))
+            self._hw[node_id] = hw
+            if hw > self._verified[node_id]:
+                self._verify(node, hw, problems)
+        if leader is not None:
+            self._check_leader_hw(leader, problems)
+        return problems
+
+    def _check_persisted(
+        self, node_id: int, node: SimNode, problems: list[tuple[str, tuple[int, ...], str]]
+    ) -> None:
+        writes = node.store.writes
+        seen = self._writes_seen[node_id]
+        if seen == len(writes):
+            return
+        for state in writes[seen:]:
+            if state.epoch < self._persisted_epoch[node_id]:
+                problems.append(("monotonic_epoch", (node_id,), (
+                    f"node {node_id} persisted epoch {state.epoch} after "
+                    f"{self._persisted_epoch[node_id]}"
+                )))
+            self._persisted_epoch[node_id] = state.epoch
+            if state.leader_id is not None:
+                self._claim(state.epoch, state.leader_id, problems, persisted_by=node_id)
+        self._writes_seen[node_id] = len(writes)
+
+    def _claim(
+        self,
+        epoch: int,
+        leader_id: int,
+        problems: list[tuple[str, tuple[int, ...], str]],
+        persisted_by: int | None = None,
+    ) -> None:
+        known = self.leader_of_epoch.setdefault(epoch, leader_id)
+        if known != leader_id:
+            where = f" (persisted by node {persisted_by})" if persisted_by is not None else ""
+            problems.append(("single_leader", (known, leader_id), (
+                f"epoch {epoch} has two leaders, {known} and {leader_id}{where}"
+            )))
+
+    def _verify(
+        self, node: SimNode, hw: int, problems: list[tuple[str, tuple[int, ...], str]]
+    ) -> None:
+        committed = self.committed
+        batches = committed.batches
+        start = self._verified[node.node_id]
+        verified = start
+        for base, last, data in node.log.raw_batches(start, hw):
+            if last >= hw:
+                break
+            identity = (last, _EPOCH.unpack_from(data, 12)[0], _CRC.unpack_from(data, 17)[0])
+            known = batches.get(base)
+            if known is None:
+                batches[base] = identity
+            elif known != identity:
+                problems.append(("committed_data", (node.node_id,), (
+                    f"below its high watermark {hw}, node {node.node_id} holds batch "
+                    f"{base}..{last} epoch {identity[1]} crc {identity[2]:08x}, but "
+                    f"{base}..{known[0]} epoch {known[1]} crc {known[2]:08x} was committed"
+                )))
+            verified = last + 1
+        self._verified[node.node_id] = verified
+        committed.frontier = max(committed.frontier, hw)
+
+    def _check_completeness(
+        self, leader: SimNode, problems: list[tuple[str, tuple[int, ...], str]]
+    ) -> None:
+        missing = self._missing_from(leader)
+        if missing:
+            problems.append(("leader_completeness", (leader.node_id,), (
+                f"node {leader.node_id} leads epoch {leader.epoch} without committed "
+                f"batches {missing[:5]}{'...' if len(missing) > 5 else ''}"
+            )))
+
+    def _missing_from(self, node: SimNode) -> list[int]:
+        """Base offsets of committed batches that ``node``'s log lacks or holds differently."""
+        batches = self.committed.batches
+        if not batches:
+            return []
+        have = {
+            base: (last, _EPOCH.unpack_from(data, 12)[0], _CRC.unpack_from(data, 17)[0])
+            for base, last, data in node.log.raw_batches(0, self.committed.frontier)
+        }
+        return sorted(base for base, identity in batches.items() if have.get(base) != identity)
+
+    def _check_leader_hw(
+        self, leader: SimNode, problems: list[tuple[str, tuple[int, ...], str]]
+    ) -> None:
+        epoch = leader.epoch
+        hw = leader.log.high_watermark
+        top_epoch, top_hw = self._top_leader
+        if epoch > top_epoch:
+            self._top_leader = (epoch, hw)
+        elif epoch == top_epoch:
+            if hw < top_hw:
+                problems.append(("monotonic_high_watermark", (leader.node_id,), (
+                    f"the leader of epoch {epoch} moved its high watermark back from "
+                    f"{top_hw} to {hw}"
+                )))
+            self._top_leader = (epoch, hw)
+        holders = sum(
+            1 for voter in self.voter_ids if self.nodes[voter].log.log_end_offset >= hw
+        )
+        if holders < self.majority:
+            ends = {v: self.nodes[v].log.log_end_offset for v in self.voter_ids}
+            problems.append(("majority_high_watermark", (leader.node_id,), (
+                f"leader {leader.node_id} (epoch {epoch}) has high watermark {hw}, but only "
+                f"{holders} of {len(self.voter_ids)} voters reach it (log ends {ends})"
+            )))
+
+    # -- at the end -----------------------------------------------------------------------------
+    def validate(self, leader: SimNode | None) -> list[tuple[str, tuple[int, ...], str]]:
+        """End-of-run checks: the last leader holds every committed batch."""
+        problems = self.check()
+        if leader is not None:
+            missing = self._missing_from(leader)
+            if missing:
+                problems.append(("durability", (leader.node_id,), (
+                    f"committed batches {missing[:5]} are missing from the last leader "
+                    f"{leader.node_id}'s log"
+                )))
+        return problems

@@ -1,0 +1,224 @@
+"""A simulated node: a real ``KafkaRaftClient`` over a ``MemoryLog``, an in-memory quorum-state
+store, an in-memory channel, and the replicated counter as its state machine.
+
+The log and the store are the node's *disk*: they outlive the client. A kill drops the client
+and crashes the log (losing what was not flushed); a restart builds a new client over the same
+disk; a wipe replaces the disk with an empty one.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import msgspec
+
+from kraft.errors import CorruptRecordError, NotLeaderError
+from kraft.log.memory import MemoryLog
+from kraft.log.quorum_state import MemoryQuorumStateStore
+from kraft.protocol.envelope import OutboundRequest, OutboundResponse
+from kraft.raft.channel import DequeMessageQueue
+from kraft.raft.client import KafkaRaftClient
+from kraft.raft.listeners import Batch, BatchReader, LeaderAndEpoch, Listener
+
+__all__ = ["CounterIncrement", "ReplicatedCounter", "SimChannel", "SimNode", "SimSerde"]
+
+
+class CounterIncrement(NamedTuple):
+    """The replicated counter's record: "the counter is now ``value``"."""
+
+    value: int
+
+
+_INCREMENT = struct.Struct(">bq")
+_TAG_VALUE = 0
+_TAG_INCREMENT = 1
+
+
+class SimSerde:
+    """Records of the simulation: a :class:`CounterIncrement`, or any msgpack-able value
+    (what :meth:`Cluster.append` is given). One tag byte tells them apart."""
+
+    __slots__ = ()
+    _encoder = msgspec.msgpack.Encoder()
+    _decoder = msgspec.msgpack.Decoder()
+
+    def encode(self, value: Any) -> bytes:
+        if type(value) is CounterIncrement:
+            return _INCREMENT.pack(_TAG_INCREMENT, value.value)
+        return b"\x00" + self._encoder.encode(value)
+
+    def decode(self, data: bytes | memoryview) -> Any:
+        if not data:
+            raise CorruptRecordError("empty simulation record")
+        tag = data[0]
+        if tag == _TAG_INCREMENT and len(data) == _INCREMENT.size:
+            return CounterIncrement(_INCREMENT.unpack(data)[1])
+        if tag == _TAG_VALUE:
+            try:
+                return self._decoder.decode(data[1:])
+            except msgspec.DecodeError as exc:
+                raise CorruptRecordError(f"bad simulation record: {exc}") from exc
+        raise CorruptRecordError(f"unknown simulation record tag {tag}")
+
+
+class ReplicatedCounter(Listener[Any]):
+    """Kafka's ``ReplicatedCounter``: the leader appends ``uncommitted + 1``; every replica
+    checks that committed increments are consecutive. It also keeps every committed record.
+
+    The leader may append only after ``handle_leader_change`` named it (so it has seen every
+    earlier commit). ``on_commit(batch)`` and ``on_problem(message)`` report to the cluster.
+    """
+
+    def __init__(
+        self,
+        node_id: int,
+        on_commit: Callable[[Batch[Any]], None],
+        on_problem: Callable[[str], None],
+    ) -> None:
+        self.node_id = node_id
+        self.committed: list[Any] = []
+        self.value = 0
+        self.uncommitted = 0
+        self.writable_epoch = -1
+        self.last_offset = -1
+        self.leader = LeaderAndEpoch(None, 0)
+        self.shutdown_begun = False
+        self._on_commit = on_commit
+        self._on_problem = on_problem
+
+    def handle_commit(self, reader: BatchReader[Any]) -> None:
+        with reader:
+            for batch in reader:
+                if batch.base_offset <= self.last_offset:
+                    self._on_problem(
+                        f"node {self.node_id} was handed batch {batch.base_offset}.."
+                        f"{batch.last_offset} after offset {self.last_offset}"
+                    )
+                self.last_offset = batch.last_offset
+                for record in batch.records:
+                    if type(record) is CounterIncrement:
+                        if record.value != self.value + 1:
+                            self._on_problem(
+                                f"node {self.node_id}: counter increment {record.value} at "
+                                f"offset <= {batch.last_offset} after value {self.value}"
+                            )
+                        self.value = record.value
+                self.committed.extend(batch.records)
+                self.uncommitted = max(self.uncommitted, self.value)
+                self._on_commit(batch)
+
+    def handle_leader_change(self, leader: LeaderAndEpoch) -> None:
+        self.leader = leader
+        self.uncommitted = self.value
+        self.writable_epoch = leader.epoch if leader.leader_id == self.node_id else -1
+
+    def begin_shutdown(self) -> None:
+        self.shutdown_begun = True
+
+    def increment(self, client: KafkaRaftClient[Any]) -> int | None:
+        """Append the next increment as the leader; its offset, or None when not writable."""
+        if self.writable_epoch < 0 or self.writable_epoch != client.epoch:
+            return None
+        try:
+            offset = client.prepare_append(self.writable_epoch, [
+                CounterIncrement(self.uncommitted + 1)
+            ])
+            client.schedule_prepared_append()
+        except NotLeaderError:
+            self.writable_epoch = -1
+            return None
+        self.uncommitted += 1
+        return offset
+
+
+class SimChannel:
+    """Collects what the client sends; the cluster routes it after each poll."""
+
+    __slots__ = ("_next_correlation_id", "outbox")
+
+    def __init__(self, first_correlation_id: int) -> None:
+        self._next_correlation_id = first_correlation_id
+        self.outbox: list[OutboundRequest | OutboundResponse] = []
+
+    def new_correlation_id(self) -> int:
+        cid = self._next_correlation_id
+        self._next_correlation_id += 1
+        return cid
+
+    def send(self, request: OutboundRequest) -> None:
+        self.outbox.append(request)
+
+    def respond(self, response: OutboundResponse) -> None:
+        self.outbox.append(response)
+
+
+class SimNode:
+    """One node's disk, process and counter. ``client`` is None while the node is down."""
+
+    __slots__ = (
+        "channel", "client", "counter", "incarnation", "is_voter", "last_epoch", "last_hw",
+        "last_role", "log", "node_id", "paused", "poll_at", "poll_generation", "queue",
+        "request_aliases", "store", "vote_kinds",
+    )
+
+    def __init__(self, node_id: int, is_voter: bool) -> None:
+        self.node_id = node_id
+        self.is_voter = is_voter
+        self.log = MemoryLog()
+        self.store = MemoryQuorumStateStore(f"node-{node_id}")
+        self.client: KafkaRaftClient[Any] | None = None
+        self.counter: ReplicatedCounter | None = None
+        self.channel = SimChannel(node_id * 100_000_000)
+        self.queue = DequeMessageQueue()
+        self.incarnation = 0
+        self.paused = False
+        self.poll_at = -1
+        self.poll_generation = 0
+        self.last_role = "Down"
+        self.last_epoch = -1
+        self.last_hw = -1
+        #: (requester, correlation id) -> the id the requester addressed us by (bootstrap ids).
+        self.request_aliases: dict[tuple[int, int], int] = {}
+        #: (requester, correlation id) -> whether a Vote request was a pre-vote.
+        self.vote_kinds: dict[tuple[int, int], bool] = {}
+
+    @property
+    def running(self) -> bool:
+        return self.client is not None
+
+    # What users read (Cluster.node(id).role and friends) ----------------------------------
+    @property
+    def role(self) -> str:
+        return "Down" if self.client is None else self.client.role
+
+    @property
+    def epoch(self) -> int:
+        if self.client is not None:
+            return self.client.epoch
+        state = self.store.read_election_state()
+        return 0 if state is None else state.epoch
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.high_watermark
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def committed(self) -> list[Any]:
+        """Records this node's listener received, in offset order (this incarnation)."""
+        return [] if self.counter is None else self.counter.committed
+
+    @property
+    def counter_value(self) -> int:
+        return 0 if self.counter is None else self.counter.value
+
+    def __repr__(self) -> str:
+        return (
+            f"SimNode({self.node_id}, {self.role}, epoch={self.epoch}, "
+            f"hw={self.high_watermark}, leo={self.log_end_offset})"
+        )
