@@ -1607,19 +1607,39 @@ _INT32_MIN = -(2**31)
 _INT32_MAX = 2**31 - 1
 
 
+_SCALARS = (int, str, bytes, bool, float, type(None))
+#: Per message type: its epoch fields, its id fields and the fields that may nest structs.
+_INT32_PLANS: dict[type, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {}
+
+
+def _int32_plan(cls: type) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    names: tuple[str, ...] = getattr(cls, "__struct_fields__", ())
+    epochs = tuple(n for n in names if n.endswith("epoch"))
+    ids = tuple(n for n in names if n.endswith("_id") and not n.endswith("epoch"))
+    others = tuple(n for n in names if n not in epochs and n not in ids)
+    plan = _INT32_PLANS[cls] = (epochs, ids, others)
+    return plan
+
+
 def _int32_fields_in_range(message: object) -> bool:
     """Kafka's epochs and replica ids are int32 on the wire: refuse a message (or a nested
     struct) that carries one outside that range, before it can reach the persisted state.
     An epoch must also leave room for one more election (below ``INT32_MAX``)."""
-    for name in getattr(message, "__struct_fields__", ()):
+    cls = type(message)
+    epochs, ids, others = _INT32_PLANS.get(cls) or _int32_plan(cls)
+    for name in epochs:
         value = getattr(message, name)
-        if type(value) is int:
-            if name.endswith("epoch"):
-                if not _INT32_MIN <= value < _INT32_MAX:
-                    return False
-            elif name.endswith("_id") and not _INT32_MIN <= value <= _INT32_MAX:
-                return False
-        elif isinstance(value, tuple):
+        if type(value) is int and not _INT32_MIN <= value < _INT32_MAX:
+            return False
+    for name in ids:
+        value = getattr(message, name)
+        if type(value) is int and not _INT32_MIN <= value <= _INT32_MAX:
+            return False
+    for name in others:
+        value = getattr(message, name)
+        if type(value) in _SCALARS:
+            continue
+        if type(value) is tuple:
             if not all(_int32_fields_in_range(item) for item in value):
                 return False
         elif hasattr(value, "__struct_fields__") and not _int32_fields_in_range(value):

@@ -278,11 +278,13 @@ class Cluster:
                     continue
                 node.poll_at = -1
                 self._activate(node)
+                self._check(node)
             elif kind == _DELIVER:
+                # A delivery only queues the message: the poll it wakes is checked.
                 self._deliver(a)
             else:
                 a()
-            self._check()
+                self._check()
 
     def _push(self, at: int, kind: int, a: Any, b: Any = None) -> None:
         self._seq += 1
@@ -511,8 +513,8 @@ class Cluster:
     # =========================================================================================
     # Invariants and events
     # =========================================================================================
-    def _check(self) -> None:
-        problems = self.checker.check()
+    def _check(self, only: SimNode | None = None) -> None:
+        problems = self.checker.check(only)
         if problems:
             self._violations(problems)
 

@@ -90,6 +90,7 @@ class InvariantChecker:
         self._hw = dict.fromkeys(nodes, -1)
         self._top_leader = (-1, -1)  # (epoch, high watermark) of the highest-epoch leader
         self._was_leader = dict.fromkeys(nodes, -1)
+        self._leader: SimNode | None = None
         self.checks = 0
         self.pending: list[tuple[str, tuple[int, ...], str]] = []
 
@@ -117,41 +118,68 @@ class InvariantChecker:
             ))
 
     # -- after every event --------------------------------------------------------------------
-    def check(self) -> list[tuple[str, tuple[int, ...], str]]:
-        """Every problem since the last call, as (invariant, nodes, message)."""
+    def check(self, only: SimNode | None = None) -> list[tuple[str, tuple[int, ...], str]]:
+        """Every problem since the last call, as (invariant, nodes, message).
+
+        ``only``: the one node an event touched (a poll); the others are not looked at, except
+        that the leader's high watermark is always checked against every voter's log.
+        """
         self.checks += 1
         problems = self.pending
         self.pending = []
-        leader: SimNode | None = None
-        for node_id, node in self.nodes.items():
-            self._check_persisted(node_id, node, problems)
-            client = node.client
-            if client is None:
-                continue
-            epoch = client.epoch
-            if epoch != self._persisted_epoch[node_id]:
-                problems.append(("monotonic_epoch", (node_id,), (
-                    f"node {node_id} is in epoch {epoch} but persisted "
-                    f"{self._persisted_epoch[node_id]}"
-                )))
-            if client.is_leader:
-                self._claim(epoch, node_id, problems)
-                if leader is None or epoch > leader.epoch:
-                    leader = node
-                if self._was_leader[node_id] != epoch:
-                    self._was_leader[node_id] = epoch
-                    self._check_completeness(node, problems)
-            hw = node.log.high_watermark
-            if hw < self._hw[node_id]:
-                problems.append(("monotonic_high_watermark", (node_id,), (
-                    f"node {node_id}'s high watermark went from {self._hw[node_id]} to {hw}"
-                )))
-            self._hw[node_id] = hw
-            if hw > self._verified[node_id]:
-                self._verify(node, hw, problems)
-        if leader is not None:
-            self._check_leader_hw(leader, problems)
+        if only is None:
+            for node in self.nodes.values():
+                self._check_node(node, problems)
+            self._leader = self._find_leader()
+        else:
+            self._check_node(only, problems)
+            leader = self._leader
+            if only.client is not None and only.client.is_leader:
+                if leader is None or only.epoch >= leader.epoch:
+                    self._leader = only
+            elif leader is only:
+                self._leader = self._find_leader()
+        if self._leader is not None:
+            self._check_leader_hw(self._leader, problems)
         return problems
+
+    def _find_leader(self) -> SimNode | None:
+        best: SimNode | None = None
+        for node in self.nodes.values():
+            client = node.client
+            if client is not None and client.is_leader and (
+                best is None or client.epoch > best.epoch
+            ):
+                best = node
+        return best
+
+    def _check_node(
+        self, node: SimNode, problems: list[tuple[str, tuple[int, ...], str]]
+    ) -> None:
+        node_id = node.node_id
+        self._check_persisted(node_id, node, problems)
+        client = node.client
+        if client is None:
+            return
+        epoch = client.epoch
+        if epoch != self._persisted_epoch[node_id]:
+            problems.append(("monotonic_epoch", (node_id,), (
+                f"node {node_id} is in epoch {epoch} but persisted "
+                f"{self._persisted_epoch[node_id]}"
+            )))
+        if client.is_leader:
+            self._claim(epoch, node_id, problems)
+            if self._was_leader[node_id] != epoch:
+                self._was_leader[node_id] = epoch
+                self._check_completeness(node, problems)
+        hw = node.log.high_watermark
+        if hw < self._hw[node_id]:
+            problems.append(("monotonic_high_watermark", (node_id,), (
+                f"node {node_id}'s high watermark went from {self._hw[node_id]} to {hw}"
+            )))
+        self._hw[node_id] = hw
+        if hw > self._verified[node_id]:
+            self._verify(node, hw, problems)
 
     def _check_persisted(
         self, node_id: int, node: SimNode, problems: list[tuple[str, tuple[int, ...], str]]
