@@ -34,6 +34,7 @@ lint: install
 bench: install
 	$(PY) tests/benchmarks/bench_log.py --quick
 	$(PY) tests/benchmarks/bench_raft.py
+	$(PY) tests/benchmarks/bench_sim.py
 
 clean:
 	rm -rf $(RUN_DIR) bench-data .pytest_cache .mypy_cache .ruff_cache .hypothesis
