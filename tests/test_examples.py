@@ -25,9 +25,10 @@ def test_raft_in_memory_example_elects_replicates_and_fails_over() -> None:
     assert "rejoined as Follower and committed [b'alpha', b'beta', b'gamma', b'delta']" in out
 
 
-@pytest.mark.parametrize("name", ["storage_demo.py"])
+@pytest.mark.parametrize("name", ["storage_demo.py", "simulation.py"])
 def test_storage_example_runs(name: str, tmp_path: Path) -> None:
-    """The storage demo formats, writes, recovers and dumps a log without error."""
+    """The examples that take ``--dir`` run without error: the storage demo formats, writes,
+    recovers and dumps a log; the simulation fails over and validates its invariants."""
     result = subprocess.run(
         [sys.executable, str(EXAMPLES / name), "--dir", str(tmp_path / "demo")],
         capture_output=True, text=True, timeout=120, check=False,

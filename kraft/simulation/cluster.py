@@ -274,9 +274,11 @@ class Cluster:
                     )
             if kind == _POLL:
                 node = self.nodes[a]
-                if b != node.poll_generation or node.client is None or node.paused:
+                if b != node.poll_generation:
                     continue
                 node.poll_at = -1
+                if node.client is None or node.paused:
+                    continue
                 self._activate(node)
                 self._check(node)
             elif kind == _DELIVER:
@@ -327,7 +329,9 @@ class Cluster:
         counter = ReplicatedCounter(
             node_id,
             on_commit=lambda batch: self._on_commit(node, batch),
-            on_problem=lambda message: self.checker.report("counter", (node_id,), message),
+            on_problem=lambda invariant, message: self.checker.report(
+                invariant, (node_id,), message
+            ),
         )
         client: KafkaRaftClient[Any] = KafkaRaftClient(
             local_id=node_id, config=self.config, log=node.log, store=node.store,
@@ -382,10 +386,8 @@ class Cluster:
         """A client raised: that is a bug in the client, reported as a violation."""
         where = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         logger.error("node %d raised %s", node.node_id, where, exc_info=exc)
-        node.client = None
-        node.log.crash()
-        self.checker.node_reset(node.node_id, wiped=False)
         self.checker.report("no_exception", (node.node_id,), f"node {node.node_id} raised {where}")
+        self._crash(node)
 
     def _observe(self, node: SimNode) -> None:
         client = node.client
@@ -641,7 +643,11 @@ class Cluster:
     # Faults
     # =========================================================================================
     def _fault(self, kind: str, targets: Iterable[int] = (), **details: Any) -> bool:
-        """Register a fault; False if it is suppressed (shrinking)."""
+        """Register a fault; False if it is suppressed (shrinking).
+
+        Every fault call is registered, even one that will change nothing (killing a node that
+        is down), so suppressing one fault never renumbers the later ones.
+        """
         index = len(self.faults)
         targets = tuple(targets)
         suppressed = index in self._suppress
@@ -712,11 +718,12 @@ class Cluster:
     def kill(self, node_id: int) -> None:
         """Crash ``node_id``: its process is gone, unflushed log data is lost."""
         node = self.node(node_id)
-        if node.client is None or not self._fault("kill", (node_id,)):
+        if not self._fault("kill", (node_id,)) or node.client is None:
             return
         self._crash(node)
 
     def _crash(self, node: SimNode) -> None:
+        """The node's process is gone: the client, its mail, its connections, unflushed data."""
         node.client = None
         node.paused = False
         node.poll_generation += 1
@@ -757,13 +764,13 @@ class Cluster:
     def pause(self, node_id: int) -> None:
         """Freeze ``node_id`` (a long GC pause): it is not polled; its mail waits."""
         node = self.node(node_id)
-        if node.client is None or node.paused or not self._fault("pause", (node_id,)):
+        if not self._fault("pause", (node_id,)) or node.client is None or node.paused:
             return
         node.paused = True
 
     def resume(self, node_id: int) -> None:
         node = self.node(node_id)
-        if not node.paused or not self._fault("resume", (node_id,)):
+        if not self._fault("resume", (node_id,)) or not node.paused:
             return
         node.paused = False
         self._healed("pause", (node_id,))
@@ -772,7 +779,9 @@ class Cluster:
     def resign(self) -> int | None:
         """The leader resigns its epoch (Kafka's ``resign``); the leader's id, or None."""
         leader_id = self.leader()
-        if leader_id is None or not self._fault("resign", (leader_id,)):
+        if not self._fault("resign", () if leader_id is None else (leader_id,)) or (
+            leader_id is None
+        ):
             return None
         node = self.nodes[leader_id]
         assert node.client is not None
@@ -784,7 +793,7 @@ class Cluster:
         """Shut ``node_id`` down gracefully (a leader hands over with EndQuorumEpoch); the
         node stops when its shutdown completes."""
         node = self.node(node_id)
-        if node.client is None or not self._fault("shutdown", (node_id,)):
+        if not self._fault("shutdown", (node_id,)) or node.client is None:
             return
         self._shutdowns[node_id] = node.client.shutdown(timeout_ms)
         self._wake(node)

@@ -41,6 +41,7 @@ KINDS: dict[str, str] = {
     "invariant_violated": "an invariant failed (name and message in details)",
     "expectation_failed": "a scenario's liveness expectation did not hold",
     "invariants_checked": "the end-of-run validation (checks made in details)",
+    "run_error": "the run raised (a livelock, a scenario bug): the error in details",
 }
 
 

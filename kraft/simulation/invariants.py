@@ -137,7 +137,9 @@ class InvariantChecker:
             if only.client is not None and only.client.is_leader:
                 if leader is None or only.epoch >= leader.epoch:
                     self._leader = only
-            elif leader is only:
+            elif leader is only or (leader is not None and (
+                leader.client is None or not leader.client.is_leader
+            )):
                 self._leader = self._find_leader()
         if self._leader is not None:
             self._check_leader_hw(self._leader, problems)

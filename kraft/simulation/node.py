@@ -68,14 +68,15 @@ class ReplicatedCounter(Listener[Any]):
     checks that committed increments are consecutive. It also keeps every committed record.
 
     The leader may append only after ``handle_leader_change`` named it (so it has seen every
-    earlier commit). ``on_commit(batch)`` and ``on_problem(message)`` report to the cluster.
+    earlier commit). ``on_commit(batch)`` and ``on_problem(invariant, message)`` report to
+    the cluster.
     """
 
     def __init__(
         self,
         node_id: int,
         on_commit: Callable[[Batch[Any]], None],
-        on_problem: Callable[[str], None],
+        on_problem: Callable[[str, str], None],
     ) -> None:
         self.node_id = node_id
         self.committed: list[Any] = []
@@ -93,6 +94,7 @@ class ReplicatedCounter(Listener[Any]):
             for batch in reader:
                 if batch.base_offset <= self.last_offset:
                     self._on_problem(
+                        "listener_order",
                         f"node {self.node_id} was handed batch {batch.base_offset}.."
                         f"{batch.last_offset} after offset {self.last_offset}"
                     )
@@ -101,6 +103,7 @@ class ReplicatedCounter(Listener[Any]):
                     if type(record) is CounterIncrement:
                         if record.value != self.value + 1:
                             self._on_problem(
+                                "counter",
                                 f"node {self.node_id}: counter increment {record.value} at "
                                 f"offset <= {batch.last_offset} after value {self.value}"
                             )

@@ -13,10 +13,12 @@ ended: seed, suppressed faults, violations, failed expectations, faults, the eve
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import random
 import sys
 import time
+import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -40,6 +42,8 @@ __all__ = [
     "run_scenario",
     "scenario",
 ]
+
+logger = logging.getLogger(__name__)
 
 EVENTS_FILE = "events.jsonl"
 RUN_FILE = "run.json"
@@ -201,6 +205,8 @@ class RunResult(msgspec.Struct, kw_only=True):
     simulated_ms: int = 0
     wall_s: float = 0.0
     report: str | None = None
+    #: The exception a run raised (a livelock, a scenario bug), with its traceback.
+    error: str | None = None
 
     @property
     def failure_kinds(self) -> set[str]:
@@ -208,6 +214,8 @@ class RunResult(msgspec.Struct, kw_only=True):
         kinds = {v["invariant"] for v in self.violations}
         if self.expectations:
             kinds.add("expectation")
+        if self.error is not None:
+            kinds.add("error")
         return kinds
 
 
@@ -228,6 +236,7 @@ def run_scenario(
         out.mkdir(parents=True, exist_ok=True)
     run = ScenarioRun(name, seed, out, suppress, message_events)
     report: str | None = None
+    error: str | None = None
     started = time.perf_counter()
     try:
         the_scenario.body(run)
@@ -236,6 +245,15 @@ def run_scenario(
             cluster.validate()
     except InvariantViolationError as failure:
         report = failure.report
+    except Exception as exc:
+        # A livelock, or a bug in the scenario: the run failed; say how, keep the log.
+        error = "".join(traceback.format_exception(exc)).rstrip()
+        logger.error("scenario %s seed %d raised: %s", name, seed, error)
+        if run.cluster_or_none is None:
+            raise
+        cluster = run.cluster_or_none
+        cluster.events.emit(cluster.now_ms, "run_error", details={"error": repr(exc)})
+        report = f"scenario {name} seed {seed} raised at {cluster.now_ms} ms:\n{error}"
     cluster = run.cluster_or_none
     if cluster is None:
         raise SimulationError(f"scenario {name!r} never built its cluster")
@@ -246,7 +264,8 @@ def run_scenario(
         seed=seed,
         suppressed=sorted(run.suppress),
         message_events=message_events,
-        ok=not cluster.violations and not run.expectations,
+        ok=not cluster.violations and not run.expectations and error is None,
+        error=error,
         violations=[asdict(v) | {"nodes": list(v.nodes)} for v in cluster.violations],
         expectations=list(run.expectations),
         faults=[asdict(f) | {"targets": list(f.targets)} for f in cluster.faults],

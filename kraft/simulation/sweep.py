@@ -28,6 +28,7 @@ __all__ = [
     "ScenarioSummary",
     "SweepRun",
     "SweepSummary",
+    "format_seeds",
     "parse_seeds",
     "run_dir",
     "run_one",
@@ -47,8 +48,8 @@ def parse_seeds(text: str) -> list[int]:
     Raises :class:`ValueError` with a one-line message for anything else.
     """
     seeds: set[int] = set()
-    for part in text.split(","):
-        part = part.strip()
+    for item in text.split(","):
+        part = item.strip()
         if not part:
             raise ValueError(f"bad seeds {text!r}: an empty item")
         low_text, dash, high_text = part.partition("-")
@@ -65,6 +66,20 @@ def parse_seeds(text: str) -> list[int]:
             raise ValueError(f"bad seeds {text!r}: more than {MAX_SEEDS} seeds")
         seeds.update(range(low, high + 1))
     return sorted(seeds)
+
+
+def format_seeds(seeds: Iterable[int]) -> str:
+    """``seeds`` in the syntax :func:`parse_seeds` reads, runs collapsed: ``1-10,20``."""
+    ordered = sorted(set(seeds))
+    parts: list[str] = []
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+            j += 1
+        parts.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
+        i = j + 1
+    return ",".join(parts)
 
 
 def run_dir(out_dir: Path, scenario: str, seed: int) -> Path:
@@ -85,7 +100,7 @@ class SweepRun(msgspec.Struct, frozen=True, kw_only=True):
     simulated_ms: int = 0
     wall_s: float = 0.0
     digest: str = ""
-    #: Set when the run raised instead of finishing (no run.json then).
+    #: Set when the run raised instead of finishing: the exception's last line.
     error: str | None = None
     run_dir: str = ""
 
@@ -125,6 +140,7 @@ def run_one(
         simulated_ms=result.simulated_ms,
         wall_s=result.wall_s,
         digest=result.digest,
+        error=None if result.error is None else result.error.splitlines()[-1],
         run_dir=out_dir,
     )
 
@@ -160,7 +176,8 @@ class SweepSummary(msgspec.Struct, kw_only=True):
     """``sweep.json``: what was swept, the sums per scenario and in total, the failed runs."""
 
     scenarios: list[str]
-    seeds: list[int]
+    #: The seeds, in ``--seeds`` syntax (``1-1000``).
+    seeds: str
     jobs: int
     scenario_dir: str | None
     message_events: bool
@@ -197,7 +214,7 @@ def summarize(
         summary.wall_s = round(summary.wall_s, 3)
     return SweepSummary(
         scenarios=list(scenarios),
-        seeds=list(seeds),
+        seeds=format_seeds(seeds),
         jobs=jobs,
         scenario_dir=scenario_dir,
         message_events=message_events,
