@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 RUN_DIR ?= run
 
-.PHONY: install run test test-slow lint bench clean
+.PHONY: install run test test-slow lint bench sim-sweep clean
 
 install: $(VENV)/.installed
 
@@ -15,10 +15,17 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 # The main job, for now: format a data directory, write a log, reopen (recover) it, dump it;
-# then run a three-node quorum of real Raft clients in memory (election, replication, failover).
+# run a three-node quorum of real Raft clients in memory (election, replication, failover);
+# then sweep every simulation scenario over a few seeds (event logs in $(RUN_DIR)/sim).
 run: install
 	$(PY) examples/storage_demo.py --dir $(RUN_DIR)/storage-demo
 	$(PY) examples/raft_in_memory.py
+	$(VENV)/bin/kraft sim sweep --scenario all --seeds 1-5 --jobs 2 --out $(RUN_DIR)/sim
+
+# The simulation sweep of the issue's bar: every scenario, 200 seeds, no message events.
+sim-sweep: install
+	$(VENV)/bin/kraft sim sweep --scenario all --seeds 1-200 --jobs 2 --no-message-events \
+		--keep-passing no --out $(RUN_DIR)/sweep
 
 # All tests except those marked slow. pytest's exit code is the verdict (5 = no tests = failure).
 test: install
@@ -28,7 +35,7 @@ test-slow: install
 	$(PY) -m pytest -q -m slow
 
 lint: install
-	$(VENV)/bin/ruff check kraft tests examples
+	$(VENV)/bin/ruff check kraft tests examples simulations
 	$(VENV)/bin/mypy kraft
 
 bench: install
