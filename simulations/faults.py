@@ -7,35 +7,17 @@ with every node caught up: the leader's log committed on it, its counter at the 
 
 from __future__ import annotations
 
-import importlib.util
 import random
-import sys
-from pathlib import Path
-from types import ModuleType
 
 from kraft.simulation.cluster import Cluster
 from kraft.simulation.scenario import ScenarioRun, scenario
-
-
-def _load_common() -> ModuleType:
-    """``_common.py`` beside this file (scenario modules are imported by path, not as a
-    package, so a plain import cannot reach it)."""
-    name = "kraft_simulations._common"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("_common.py"))
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules[name] = module
-    return sys.modules[name]
-
-
-_common = _load_common()
-await_leader = _common.await_leader
-await_high_watermark = _common.await_high_watermark
-await_caught_up = _common.await_caught_up
-top_high_watermark = _common.top_high_watermark
-start_cluster = _common.start_cluster
+from kraft.simulation.waits import (
+    await_caught_up,
+    await_high_watermark,
+    await_leader,
+    start_cluster,
+    top_high_watermark,
+)
 
 
 @scenario("lossy_network")

@@ -1,7 +1,7 @@
-"""What the scenario modules share: waiting for a leader, for progress and for catch-up.
+"""What scenarios share: starting a cluster under the workload, and waiting for a leader, for
+progress and for catch-up, each a failed expectation when it does not come in time.
 
-Not a scenario module (``load_scenarios`` skips names that start with ``_``); a scenario module
-loads it by path (scenario modules are imported by path, not as a package).
+Every scenario in ``simulations/`` is written with these; so can yours.
 """
 
 from __future__ import annotations
@@ -10,6 +10,18 @@ from collections.abc import Iterable
 
 from kraft.simulation.cluster import Cluster
 from kraft.simulation.scenario import ScenarioRun
+
+__all__ = [
+    "CATCH_UP_MS",
+    "ELECTION_MS",
+    "RATE_PER_S",
+    "await_caught_up",
+    "await_high_watermark",
+    "await_leader",
+    "majority",
+    "start_cluster",
+    "top_high_watermark",
+]
 
 #: The workload's rate: counter increments per simulated second.
 RATE_PER_S = 100
@@ -31,6 +43,7 @@ def start_cluster(
 
 
 def majority(cluster: Cluster) -> int:
+    """How many voters make a majority."""
     return len(cluster.voter_ids) // 2 + 1
 
 
