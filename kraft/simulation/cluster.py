@@ -43,7 +43,7 @@ from kraft.raft.states import NO_DEADLINE
 from kraft.simulation.events import Event, EventLog
 from kraft.simulation.invariants import InvariantChecker, Violation
 from kraft.simulation.network import LinkConfig, SimNetwork
-from kraft.simulation.node import ReplicatedCounter, SimNode, SimSerde
+from kraft.simulation.node import ReplicatedCounter, SimNode, SimSerde, top_leader
 
 __all__ = ["Cluster", "FaultRecord", "SimulationError", "InvariantViolationError", "sim_config"]
 
@@ -220,13 +220,7 @@ class Cluster:
 
     def leader(self) -> int | None:
         """The running node that is Leader in the highest epoch, if any."""
-        best: SimNode | None = None
-        for node in self.nodes.values():
-            client = node.client
-            if client is not None and client.is_leader and (
-                best is None or client.epoch > best.epoch
-            ):
-                best = node
+        best = top_leader(self.nodes.values())
         return None if best is None else best.node_id
 
     @property

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kraft.raft.listeners import Batch
-from kraft.simulation.node import SimNode
+from kraft.simulation.node import SimNode, top_leader
 
 __all__ = ["INVARIANTS", "InvariantChecker", "Violation"]
 
@@ -130,7 +130,7 @@ class InvariantChecker:
         if only is None:
             for node in self.nodes.values():
                 self._check_node(node, problems)
-            self._leader = self._find_leader()
+            self._leader = top_leader(self.nodes.values())
         else:
             self._check_node(only, problems)
             leader = self._leader
@@ -140,20 +140,10 @@ class InvariantChecker:
             elif leader is only or (leader is not None and (
                 leader.client is None or not leader.client.is_leader
             )):
-                self._leader = self._find_leader()
+                self._leader = top_leader(self.nodes.values())
         if self._leader is not None:
             self._check_leader_hw(self._leader, problems)
         return problems
-
-    def _find_leader(self) -> SimNode | None:
-        best: SimNode | None = None
-        for node in self.nodes.values():
-            client = node.client
-            if client is not None and client.is_leader and (
-                best is None or client.epoch > best.epoch
-            ):
-                best = node
-        return best
 
     def _check_node(
         self, node: SimNode, problems: list[tuple[str, tuple[int, ...], str]]

@@ -9,7 +9,7 @@ disk; a wipe replaces the disk with an empty one.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 import msgspec
@@ -22,7 +22,9 @@ from kraft.raft.channel import DequeMessageQueue
 from kraft.raft.client import KafkaRaftClient
 from kraft.raft.listeners import Batch, BatchReader, LeaderAndEpoch, Listener
 
-__all__ = ["CounterIncrement", "ReplicatedCounter", "SimChannel", "SimNode", "SimSerde"]
+__all__ = [
+    "CounterIncrement", "ReplicatedCounter", "SimChannel", "SimNode", "SimSerde", "top_leader",
+]
 
 
 class CounterIncrement(NamedTuple):
@@ -225,3 +227,13 @@ class SimNode:
             f"SimNode({self.node_id}, {self.role}, epoch={self.epoch}, "
             f"hw={self.high_watermark}, leo={self.log_end_offset})"
         )
+
+
+def top_leader(nodes: Iterable[SimNode]) -> SimNode | None:
+    """The running node that is Leader in the highest epoch, if any."""
+    best: SimNode | None = None
+    for node in nodes:
+        client = node.client
+        if client is not None and client.is_leader and (best is None or client.epoch > best.epoch):
+            best = node
+    return best
