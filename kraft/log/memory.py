@@ -110,14 +110,12 @@ class MemoryLog(LogBase):
             i += 1
         return LogFetchInfo(b"".join(out), first_offset)
 
-    def raw_batches(self, start_offset: int, end_offset: int) -> list[tuple[int, int, bytes]]:
-        """``(base offset, last offset, bytes)`` of every batch that ends at or after
-        ``start_offset`` and begins before ``end_offset`` (for the simulator's checks)."""
+    def batches_between(self, start_offset: int, end_offset: int) -> list[RecordBatch]:
+        """Views of every batch that ends at or after ``start_offset`` and begins before
+        ``end_offset`` (for the simulator's checks; CRCs were checked on append)."""
         i = bisect.bisect_left(self._last_offsets, start_offset)
         j = bisect.bisect_left(self._base_offsets, end_offset)
-        return [
-            (self._base_offsets[k], self._last_offsets[k], self._batches[k]) for k in range(i, j)
-        ]
+        return [read_batch(self._batches[k], verify_crc=False) for k in range(i, j)]
 
     def batches(self) -> list[RecordBatch]:
         """Every batch in the log, as views (for tests and the simulator's checks)."""

@@ -17,7 +17,6 @@ from __future__ import annotations
 import heapq
 import logging
 import random
-import struct
 import traceback
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -44,6 +43,7 @@ from kraft.simulation.events import Event, EventLog
 from kraft.simulation.invariants import InvariantChecker, Violation
 from kraft.simulation.network import LinkConfig, SimNetwork
 from kraft.simulation.node import ReplicatedCounter, SimNode, SimSerde, top_leader
+from kraft.testing import ManualClock
 
 __all__ = ["Cluster", "FaultRecord", "SimulationError", "InvariantViolationError", "sim_config"]
 
@@ -59,7 +59,6 @@ MAX_SPINS = 10_000
 MAX_EVENTS_AT_ONE_TIME = 200_000
 
 _POLL, _DELIVER, _CALL = 0, 1, 2
-_CRC = struct.Struct(">I")
 
 
 class SimulationError(KraftError):
@@ -97,19 +96,6 @@ def sim_config(voter_ids: Iterable[int], base: QuorumConfig | None = None) -> Qu
             f"{sorted(voters)}"
         )
     return replace(base, voters=voters)
-
-
-class _SimClock:
-    __slots__ = ("now",)
-
-    def __init__(self) -> None:
-        self.now = 0
-
-    def now_ms(self) -> int:
-        return self.now
-
-    def wall_ms(self) -> int:
-        return self.now + SIM_WALL_START_MS
 
 
 class _Transit:
@@ -161,7 +147,7 @@ class Cluster:
         self.seed = seed
         self.scenario = scenario
         self.rand = random.Random(seed)
-        self.clock = _SimClock()
+        self.clock = ManualClock(0, SIM_WALL_START_MS)
         self.voter_ids = tuple(range(1, voters + 1))
         self.observer_ids = tuple(range(voters + 1, voters + observers + 1))
         self.config = sim_config(self.voter_ids, config)
@@ -208,7 +194,7 @@ class Cluster:
     @property
     def now_ms(self) -> int:
         """Simulated milliseconds since the start."""
-        return self.clock.now
+        return self.clock.now_ms()
 
     def node(self, node_id: int) -> SimNode:
         try:
@@ -247,18 +233,20 @@ class Cluster:
         """
         if timeout_ms < 0:
             raise ValueError(f"negative timeout {timeout_ms}")
-        end = self.clock.now + timeout_ms
+        clock = self.clock
+        end = clock.now_ms() + timeout_ms
         heap = self._heap
         same_time = 0
         while True:
             if predicate():
                 return True
             if not heap or heap[0][0] > end:
-                self.clock.now = max(self.clock.now, end)
+                clock.advance(max(0, end - clock.now_ms()))
                 return bool(predicate())
             at, _, kind, a, b = heapq.heappop(heap)
-            if at > self.clock.now:
-                self.clock.now = at
+            now = clock.now_ms()
+            if at > now:
+                clock.advance(at - now)
                 same_time = 0
             else:
                 same_time += 1
@@ -288,7 +276,7 @@ class Cluster:
 
     def _wake(self, node: SimNode, at: int | None = None) -> None:
         """Make sure ``node`` is polled at ``at`` (now by default) or earlier."""
-        when = self.clock.now if at is None else at
+        when = self.clock.now_ms() if at is None else at
         if node.poll_at != -1 and node.poll_at <= when:
             return
         node.poll_generation += 1
@@ -297,7 +285,7 @@ class Cluster:
 
     def call_at(self, at_ms: int, action: Callable[[], None]) -> None:
         """Run ``action()`` at simulated time ``at_ms`` (an event like any other)."""
-        self._push(max(at_ms, self.clock.now), _CALL, action)
+        self._push(max(at_ms, self.clock.now_ms()), _CALL, action)
 
     def every(self, period_ms: tuple[int, int], action: Callable[[], bool]) -> None:
         """Run ``action()`` every ``period_ms`` (a random span in [lo, hi]) while it returns
@@ -306,9 +294,9 @@ class Cluster:
 
         def tick() -> None:
             if action():
-                self.call_at(self.clock.now + self.rand.randint(lo, hi), tick)
+                self.call_at(self.clock.now_ms() + self.rand.randint(lo, hi), tick)
 
-        self.call_at(self.clock.now + self.rand.randint(lo, hi), tick)
+        self.call_at(self.clock.now_ms() + self.rand.randint(lo, hi), tick)
 
     # =========================================================================================
     # Nodes: start, poll, deliver
@@ -361,7 +349,7 @@ class Cluster:
                 if spins > MAX_SPINS:
                     raise SimulationError(
                         f"livelock: node {node.node_id} polled {spins} times at "
-                        f"{self.clock.now} ms without time passing"
+                        f"{self.clock.now_ms()} ms without time passing"
                     )
         except SimulationError:
             raise
@@ -374,7 +362,7 @@ class Cluster:
             self._finish_shutdown(node)
             return
         if delay < NO_DEADLINE:
-            self._wake(node, self.clock.now + delay)
+            self._wake(node, self.clock.now_ms() + delay)
 
     def _fatal(self, node: SimNode, exc: BaseException) -> None:
         """A client raised: that is a bug in the client, reported as a violation."""
@@ -400,7 +388,7 @@ class Cluster:
         outbox = node.channel.outbox
         messages = list(outbox)
         outbox.clear()
-        now = self.clock.now
+        now = self.clock.now_ms()
         for envelope in messages:
             destination = envelope.destination
             alias: int | None = None
@@ -470,7 +458,7 @@ class Cluster:
                 details={"reason": reason},
             )
             return
-        now = self.clock.now
+        now = self.clock.now_ms()
         if self.message_events:
             self.events.emit(
                 now, "message_delivered", node=dst.node_id, peer=src.node_id, message=name,
@@ -493,11 +481,11 @@ class Cluster:
 
     def _on_commit(self, node: SimNode, batch: Batch[Any]) -> None:
         self.checker.on_commit(node.node_id, batch)
-        raw = node.log.raw_batches(batch.base_offset, batch.base_offset + 1)
-        checksum = _CRC.unpack_from(raw[0][2], 17)[0] if raw else -1
+        views = node.log.batches_between(batch.base_offset, batch.base_offset + 1)
+        checksum = views[0].crc if views else -1
         client = node.client
         self.events.emit(
-            self.clock.now, "batch_committed", node=node.node_id, epoch=batch.epoch,
+            self.clock.now_ms(), "batch_committed", node=node.node_id, epoch=batch.epoch,
             leader=-1 if client is None or client.leader_id is None else client.leader_id,
             role=node.last_role if client is None else client.role,
             offset=batch.last_offset, base_offset=batch.base_offset, checksum=checksum,
@@ -517,7 +505,7 @@ class Cluster:
     def _violations(self, problems: list[tuple[str, tuple[int, ...], str]]) -> None:
         first: Violation | None = None
         for invariant, nodes, message in problems:
-            violation = Violation(self.clock.now, invariant, nodes, message)
+            violation = Violation(self.clock.now_ms(), invariant, nodes, message)
             self.violations.append(violation)
             logger.error("invariant violated: %s", violation)
             self._emit("invariant_violated", details={
@@ -551,7 +539,7 @@ class Cluster:
         return command
 
     def _emit(self, kind: str, **fields: Any) -> Event:
-        return self.events.emit(self.clock.now, kind, **fields)
+        return self.events.emit(self.clock.now_ms(), kind, **fields)
 
     def _emit_node(self, node: SimNode, kind: str, **fields: Any) -> Event:
         client = node.client
@@ -563,7 +551,7 @@ class Cluster:
         else:
             fields.setdefault("role", "Down")
         return self.events.emit(
-            self.clock.now, kind, node=node.node_id,
+            self.clock.now_ms(), kind, node=node.node_id,
             log_end_offset=node.log.log_end_offset, high_watermark=node.log.high_watermark,
             **fields,
         )
@@ -645,7 +633,7 @@ class Cluster:
         index = len(self.faults)
         targets = tuple(targets)
         suppressed = index in self._suppress
-        self.faults.append(FaultRecord(index, self.clock.now, kind, targets, suppressed))
+        self.faults.append(FaultRecord(index, self.clock.now_ms(), kind, targets, suppressed))
         self._emit(
             "fault_suppressed" if suppressed else "fault_injected",
             details={"fault": kind, "index": index, "targets": list(targets), **details},
@@ -695,19 +683,14 @@ class Cluster:
         latency_ms: tuple[int, int] | None = None,
     ) -> None:
         """Change loss, duplication, reordering and latency on every link."""
-        details = {
+        changes: dict[str, Any] = {
             k: v for k, v in (("drop", drop), ("duplicate", duplicate), ("reorder", reorder),
-                              ("latency_ms", None if latency_ms is None else list(latency_ms)))
+                              ("latency_ms", latency_ms))
             if v is not None
         }
-        LinkConfig(
-            latency_ms=self.network.default.latency_ms if latency_ms is None else latency_ms,
-            drop=drop or 0.0, duplicate=duplicate or 0.0, reorder=reorder or 0.0,
-        )  # validates before anything changes
-        if self._fault("network", (), **details):
-            self.network.configure(
-                drop=drop, duplicate=duplicate, reorder=reorder, latency_ms=latency_ms,
-            )
+        replace(self.network.default, **changes)  # a bad value raises before the fault counts
+        if self._fault("network", (), **changes):
+            self.network.configure(**changes)
 
     def kill(self, node_id: int) -> None:
         """Crash ``node_id``: its process is gone, unflushed log data is lost."""
@@ -718,16 +701,21 @@ class Cluster:
 
     def _crash(self, node: SimNode) -> None:
         """The node's process is gone: the client, its mail, its connections, unflushed data."""
+        node.log.crash()
+        self._stop(node, "crashed")
+
+    def _stop(self, node: SimNode, how: str) -> None:
+        """The node is down (``how``: crashed or shutdown): no client, no pending poll, its
+        connections reset (in-flight messages to and from it are dropped)."""
         node.client = None
         node.paused = False
         node.poll_generation += 1
         node.poll_at = -1
         node.incarnation += 1
-        node.log.crash()
         node.last_role, node.last_epoch = "Down", -1
         self._shutdowns.pop(node.node_id, None)
         self.checker.node_reset(node.node_id, wiped=False)
-        self._emit_node(node, "state_changed", details={"from_role": "crashed"})
+        self._emit_node(node, "state_changed", details={"from_role": how})
 
     def restart(self, node_id: int) -> None:
         """Start ``node_id`` again from its disk (a running node is killed first: a bounce)."""
@@ -736,7 +724,6 @@ class Cluster:
             return
         if node.client is not None:
             self._crash(node)
-        self.checker.node_reset(node_id, wiped=False)
         self._start(node)
         self._healed("kill", (node_id,))
 
@@ -795,16 +782,8 @@ class Cluster:
     def _finish_shutdown(self, node: SimNode) -> None:
         client = node.client
         assert client is not None
-        self._shutdowns.pop(node.node_id, None)
-        client.close()
-        node.log.flush(force=True)
-        node.client = None
-        node.poll_generation += 1
-        node.poll_at = -1
-        node.incarnation += 1
-        node.last_role, node.last_epoch = "Down", -1
-        self.checker.node_reset(node.node_id, wiped=False)
-        self._emit_node(node, "state_changed", details={"from_role": "shutdown"})
+        client.close()  # flushes the log
+        self._stop(node, "shutdown")
 
     # =========================================================================================
     # The end

@@ -23,7 +23,6 @@ stays cheap. Names, as they appear in reports and in the event log:
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -45,10 +44,6 @@ INVARIANTS = (
     "listener_order",
     "no_exception",
 )
-
-_EPOCH = struct.Struct(">i")
-_CRC = struct.Struct(">I")
-
 
 @dataclass(frozen=True, slots=True)
 class Violation:
@@ -212,10 +207,11 @@ class InvariantChecker:
         batches = committed.batches
         start = self._verified[node.node_id]
         verified = start
-        for base, last, data in node.log.raw_batches(start, hw):
+        for batch in node.log.batches_between(start, hw):
+            base, last = batch.base_offset, batch.last_offset
             if last >= hw:
                 break
-            identity = (last, _EPOCH.unpack_from(data, 12)[0], _CRC.unpack_from(data, 17)[0])
+            identity = (last, batch.epoch, batch.crc)
             known = batches.get(base)
             if known is None:
                 batches[base] = identity
@@ -245,8 +241,8 @@ class InvariantChecker:
         if not batches:
             return []
         have = {
-            base: (last, _EPOCH.unpack_from(data, 12)[0], _CRC.unpack_from(data, 17)[0])
-            for base, last, data in node.log.raw_batches(0, self.committed.frontier)
+            batch.base_offset: (batch.last_offset, batch.epoch, batch.crc)
+            for batch in node.log.batches_between(0, self.committed.frontier)
         }
         return sorted(base for base, identity in batches.items() if have.get(base) != identity)
 

@@ -86,8 +86,6 @@ class ReplicatedCounter(Listener[Any]):
         self.uncommitted = 0
         self.writable_epoch = -1
         self.last_offset = -1
-        self.leader = LeaderAndEpoch(None, 0)
-        self.shutdown_begun = False
         self._on_commit = on_commit
         self._on_problem = on_problem
 
@@ -115,16 +113,12 @@ class ReplicatedCounter(Listener[Any]):
                 self._on_commit(batch)
 
     def handle_leader_change(self, leader: LeaderAndEpoch) -> None:
-        self.leader = leader
         self.uncommitted = self.value
         self.writable_epoch = leader.epoch if leader.leader_id == self.node_id else -1
 
-    def begin_shutdown(self) -> None:
-        self.shutdown_begun = True
-
     def increment(self, client: KafkaRaftClient[Any]) -> int | None:
         """Append the next increment as the leader; its offset, or None when not writable."""
-        if self.writable_epoch < 0 or self.writable_epoch != client.epoch:
+        if self.writable_epoch != client.epoch:  # -1 when not the leader
             return None
         try:
             offset = client.prepare_append(self.writable_epoch, [
@@ -163,7 +157,7 @@ class SimNode:
     """One node's disk, process and counter. ``client`` is None while the node is down."""
 
     __slots__ = (
-        "channel", "client", "counter", "incarnation", "is_voter", "last_epoch", "last_hw",
+        "channel", "client", "counter", "incarnation", "is_voter", "last_epoch",
         "last_role", "log", "node_id", "paused", "poll_at", "poll_generation", "queue",
         "request_aliases", "store", "vote_kinds",
     )
@@ -183,7 +177,6 @@ class SimNode:
         self.poll_generation = 0
         self.last_role = "Down"
         self.last_epoch = -1
-        self.last_hw = -1
         #: (requester, correlation id) -> the id the requester addressed us by (bootstrap ids).
         self.request_aliases: dict[tuple[int, int], int] = {}
         #: (requester, correlation id) -> whether a Vote request was a pre-vote.

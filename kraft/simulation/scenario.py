@@ -240,20 +240,19 @@ def run_scenario(
     started = time.perf_counter()
     try:
         the_scenario.body(run)
-        cluster = run.cluster_or_none
-        if cluster is not None:
-            cluster.validate()
+        if run.cluster_or_none is not None:
+            run.cluster_or_none.validate()
     except InvariantViolationError as failure:
         report = failure.report
     except Exception as exc:
+        if run.cluster_or_none is None:
+            raise
         # A livelock, or a bug in the scenario: the run failed; say how, keep the log.
         error = "".join(traceback.format_exception(exc)).rstrip()
         logger.error("scenario %s seed %d raised: %s", name, seed, error)
-        if run.cluster_or_none is None:
-            raise
-        cluster = run.cluster_or_none
-        cluster.events.emit(cluster.now_ms, "run_error", details={"error": repr(exc)})
-        report = f"scenario {name} seed {seed} raised at {cluster.now_ms} ms:\n{error}"
+        now = run.cluster_or_none.now_ms
+        run.cluster_or_none.events.emit(now, "run_error", details={"error": repr(exc)})
+        report = f"scenario {name} seed {seed} raised at {now} ms:\n{error}"
     cluster = run.cluster_or_none
     if cluster is None:
         raise SimulationError(f"scenario {name!r} never built its cluster")

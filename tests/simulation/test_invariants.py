@@ -65,7 +65,8 @@ def test_committed_data_catches_a_rewritten_committed_batch() -> None:
     cluster = committed_cluster()
     _, (follower, _) = leader_and_followers(cluster)
     node = cluster.node(follower)
-    base, last, _ = node.log.raw_batches(0, node.high_watermark)[-1]
+    last_batch = node.log.batches_between(0, node.high_watermark)[-1]
+    base, last = last_batch.base_offset, last_batch.last_offset
     epoch = node.log.batches()[-1].partition_leader_epoch
     assert base < node.high_watermark                  # committed on this node
     cluster.kill(follower)
@@ -76,7 +77,8 @@ def test_committed_data_catches_a_rewritten_committed_batch() -> None:
         timestamp_ms=0,
     )
     node.log.flush()
-    assert node.log.raw_batches(base, base + 1)[0][:2] == (base, last)
+    forged = node.log.batches_between(base, base + 1)[0]
+    assert (forged.base_offset, forged.last_offset) == (base, last)
     cluster.restart(follower)
     failure = violation_of(cluster)
     assert failure.violation.invariant == "committed_data"
@@ -147,7 +149,7 @@ def test_leader_completeness_and_durability_catch_a_leader_missing_committed_bat
     the end: durability)."""
     cluster = committed_cluster(stop_on_violation=False)
     leader, followers = leader_and_followers(cluster)
-    committed_base = cluster.node(leader).log.raw_batches(1, 2)[0][0]
+    committed_base = cluster.node(leader).log.batches_between(1, 2)[0].base_offset
     for node_id in cluster.voter_ids:
         cluster.kill(node_id)
     for follower in followers:
