@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from kraft.simulation.cluster import SimulationError
+from kraft.simulation.cluster import replay_command as cluster_replay_command
 from kraft.simulation.scenario import (
     EVENTS_FILE,
     RunResult,
@@ -220,11 +221,9 @@ def replay_command(
     scenario_dir: Path | None = None,
 ) -> str:
     """The ``kraft sim run`` command line that runs this again."""
-    command = f"kraft sim run --scenario {scenario} --seed {seed}"
-    if suppress:
-        command += " --suppress " + ",".join(map(str, suppress))
-    if not message_events:
-        command += " --no-message-events"
+    command = cluster_replay_command(
+        scenario, seed, suppress=suppress, message_events=message_events
+    )
     if scenario_dir is not None and scenario_dir != default_scenario_dir().resolve():
         command += f" --scenarios {scenario_dir}"
     return command

@@ -10,6 +10,7 @@ from kraft.simulation.cluster import (
     FaultRecord,
     InvariantViolationError,
     SimulationError,
+    replay_command,
     sim_config,
 )
 from kraft.simulation.events import KINDS, SCHEMA_VERSION, Event, EventLog, read_events
@@ -36,5 +37,6 @@ __all__ = [
     "InvariantViolationError",
     "Violation",
     "read_events",
+    "replay_command",
     "sim_config",
 ]

@@ -45,7 +45,10 @@ from kraft.simulation.network import LinkConfig, SimNetwork
 from kraft.simulation.node import ReplicatedCounter, SimNode, SimSerde, top_leader
 from kraft.testing import ManualClock
 
-__all__ = ["Cluster", "FaultRecord", "SimulationError", "InvariantViolationError", "sim_config"]
+__all__ = [
+    "Cluster", "FaultRecord", "InvariantViolationError", "SimulationError", "replay_command",
+    "sim_config",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +86,18 @@ class FaultRecord:
     kind: str
     targets: tuple[int, ...]
     suppressed: bool = False
+
+
+def replay_command(
+    scenario: str, seed: int, *, suppress: Sequence[int] = (), message_events: bool = True
+) -> str:
+    """The ``kraft sim run`` command line that runs a scenario and seed again, byte for byte."""
+    command = f"kraft sim run --scenario {scenario} --seed {seed}"
+    if suppress:
+        command += " --suppress " + ",".join(map(str, suppress))
+    if not message_events:
+        command += " --no-message-events"
+    return command
 
 
 def sim_config(voter_ids: Iterable[int], base: QuorumConfig | None = None) -> QuorumConfig:
@@ -533,10 +548,10 @@ class Cluster:
     def replay_command(self) -> str:
         if self.scenario == "adhoc":
             return f"Cluster(seed={self.seed}, ...) with the same calls"
-        command = f"kraft sim run --scenario {self.scenario} --seed {self.seed}"
-        if self._suppress:
-            command += " --suppress " + ",".join(map(str, sorted(self._suppress)))
-        return command
+        return replay_command(
+            self.scenario, self.seed, suppress=sorted(self._suppress),
+            message_events=self.message_events,
+        )
 
     def _emit(self, kind: str, **fields: Any) -> Event:
         return self.events.emit(self.clock.now_ms(), kind, **fields)
