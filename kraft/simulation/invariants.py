@@ -92,6 +92,9 @@ class InvariantChecker:
     # -- lifecycle hooks --------------------------------------------------------------------
     def node_reset(self, node_id: int, wiped: bool) -> None:
         """A node was killed or restarted (its in-memory state is gone), or wiped (its disk)."""
+        if self._leader is self.nodes[node_id]:
+            # A leader stops leading only in its own poll or by going down: here.
+            self._leader = top_leader(self.nodes.values())
         self._hw[node_id] = -1
         self._verified[node_id] = 0
         self._was_leader[node_id] = -1
@@ -132,9 +135,7 @@ class InvariantChecker:
             if only.client is not None and only.client.is_leader:
                 if leader is None or only.epoch >= leader.epoch:
                     self._leader = only
-            elif leader is only or (leader is not None and (
-                leader.client is None or not leader.client.is_leader
-            )):
+            elif leader is only:
                 self._leader = top_leader(self.nodes.values())
         if self._leader is not None:
             self._check_leader_hw(self._leader, problems)
