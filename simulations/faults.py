@@ -173,8 +173,11 @@ class _Nemesis:
     """Random faults, one per step. Process faults (kill, pause, graceful shutdown) never
     leave more than a minority of the voters down; network faults come on top."""
 
-    def __init__(self, run: ScenarioRun, cluster: Cluster) -> None:
+    def __init__(self, run: ScenarioRun, cluster: Cluster, *, storm: bool = False) -> None:
         self.run = run
+        #: Storm: bounces, resignations and slow links much more often, so that elections
+        #: overlap and their messages are still in flight when a voter restarts.
+        self.storm = storm
         self.rng: random.Random = run.rng
         self.cluster = cluster
         self.tolerated = (len(cluster.voter_ids) - 1) // 2
@@ -204,6 +207,8 @@ class _Nemesis:
         down = [i for i in nodes if not cluster.node(i).running]
         paused = [i for i in nodes if cluster.node(i).paused]
         choices: list[str] = ["isolate", "partition", "heal", "lossy", "resign", "bounce"]
+        if self.storm:
+            choices += ["bounce"] * 5 + ["resign"] * 2 + ["slow", "slow", "fast"]
         if up:
             choices += ["kill", "pause", "shutdown"]
         if down:
@@ -239,6 +244,10 @@ class _Nemesis:
             cluster.partition(shuffled[:cut], shuffled[cut:])
         elif action == "heal":
             cluster.heal()
+        elif action == "slow":
+            cluster.set_network(latency_ms=(rng.randint(1, 20), rng.randint(50, 400)))
+        elif action == "fast":
+            cluster.set_network(latency_ms=(1, 5))
         elif action == "lossy":
             if self.lossy:
                 cluster.set_network(drop=0.0, duplicate=0.0, reorder=0.0)
@@ -256,6 +265,8 @@ class _Nemesis:
         """Undo every fault: a clean network, every node running and unpaused."""
         cluster = self.cluster
         cluster.heal()
+        if self.storm:
+            cluster.set_network(latency_ms=(1, 5))
         if self.lossy:
             cluster.set_network(drop=0.0, duplicate=0.0, reorder=0.0)
             self.lossy = False
@@ -273,13 +284,31 @@ def chaos(run: ScenarioRun) -> None:
 
     3-5 voters and 0-2 observers; the faults: kill, restart, bounce, isolate, partition in two,
     heal, pause, resume, lossy network, resign, graceful shutdown."""
+    _run_nemesis(run, storm=False, stable_ms=STABLE_MS)
+
+
+@scenario("storm")
+def storm(run: ScenarioRun) -> None:
+    """The chaos nemesis, harsher: a fault every 0.3-1 s for 60 s, bounces and resignations far
+    more often, links slowed to up to 400 ms; then all healed, a leader, all caught up.
+
+    Elections overlap and a voter restarts while its vote is still in flight: the state that
+    shows a vote which was granted but not persisted."""
+    _run_nemesis(run, storm=True, stable_ms=STORM_STABLE_MS)
+
+
+#: The storm's stable windows between two faults.
+STORM_STABLE_MS = (300, 1_000)
+
+
+def _run_nemesis(run: ScenarioRun, *, storm: bool, stable_ms: tuple[int, int]) -> None:
     cluster = start_cluster(run)
     if not await_high_watermark(run, cluster, cluster.nodes, 10):
         return
-    nemesis = _Nemesis(run, cluster)
+    nemesis = _Nemesis(run, cluster, storm=storm)
     end = cluster.now_ms + CHAOS_MS
     while cluster.now_ms < end:
-        cluster.run_for(run.rng.randint(*STABLE_MS))
+        cluster.run_for(run.rng.randint(*stable_ms))
         nemesis.step()
     cluster.run_for(run.rng.randint(*STABLE_MS))
     nemesis.stop()

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import NamedTuple, Protocol, runtime_checkable
 
 from kraft.record.batch import Buffer, SimpleRecord
+from kraft.record.offsets import OffsetAndEpoch
 
 __all__ = [
     "DEFAULT_MAX_READ_BYTES",
@@ -38,40 +39,6 @@ class Isolation(enum.Enum):
 
     COMMITTED = "committed"
     UNCOMMITTED = "uncommitted"
-
-
-class OffsetAndEpoch(NamedTuple):
-    """An offset and the epoch of the record before it (a snapshot id, an epoch's end).
-
-    Ordered as Kafka orders it: by epoch first, then by offset. (A plain tuple would compare
-    the offset first, so the comparisons are spelled out.)
-    """
-
-    offset: int
-    epoch: int
-
-    def _key(self) -> tuple[int, int]:
-        return (self.epoch, self.offset)
-
-    def __lt__(self, other: object) -> bool:
-        if not isinstance(other, OffsetAndEpoch):
-            return NotImplemented
-        return self._key() < other._key()
-
-    def __le__(self, other: object) -> bool:
-        if not isinstance(other, OffsetAndEpoch):
-            return NotImplemented
-        return self._key() <= other._key()
-
-    def __gt__(self, other: object) -> bool:
-        if not isinstance(other, OffsetAndEpoch):
-            return NotImplemented
-        return self._key() > other._key()
-
-    def __ge__(self, other: object) -> bool:
-        if not isinstance(other, OffsetAndEpoch):
-            return NotImplemented
-        return self._key() >= other._key()
 
 
 class ValidationKind(enum.Enum):

@@ -25,15 +25,12 @@ from __future__ import annotations
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Generic, NamedTuple, Protocol, TypeVar
+from typing import Generic, NamedTuple, Protocol, TypeVar
 
 from kraft.record.batch import iter_batches
-from kraft.record.control import ControlMessage, ControlRecordType, control_records
+from kraft.record.offsets import OffsetAndEpoch
 from kraft.record.serde import RecordSerde
-
-if TYPE_CHECKING:
-    from kraft.log.api import OffsetAndEpoch
+from kraft.record.typed import Batch, ControlRecord, decode_batch
 
 __all__ = [
     "Batch",
@@ -64,36 +61,6 @@ class LeaderAndEpoch(NamedTuple):
 #: What a listener has been told before anything: no leader, epoch 0 (Kafka's
 #: ``LeaderAndEpoch.UNKNOWN``).
 UNKNOWN_LEADER = LeaderAndEpoch(None, 0)
-
-
-class ControlRecord(NamedTuple):
-    """One record of a control batch: its type and decoded message."""
-
-    type: ControlRecordType
-    message: ControlMessage
-
-
-@dataclass(slots=True)
-class Batch(Generic[T]):
-    """One committed batch: its offsets and epoch, and its records (empty for a control batch,
-    whose records are in ``control_records``)."""
-
-    base_offset: int
-    last_offset: int
-    epoch: int
-    append_timestamp_ms: int
-    size_in_bytes: int
-    records: list[T]
-    control_records: list[ControlRecord] = field(default_factory=list)
-
-    def __repr__(self) -> str:
-        kind = f"control={[c.type.name for c in self.control_records]}" if (
-            self.control_records
-        ) else f"records={len(self.records)}"
-        return (
-            f"Batch(base_offset={self.base_offset}, last_offset={self.last_offset}, "
-            f"epoch={self.epoch}, {kind})"
-        )
 
 
 class BatchReader(ABC, Generic[T]):
@@ -182,19 +149,7 @@ class LogBatchReader(BatchReader[T]):
         if self._closed:
             raise StopIteration
         view = next(self._batches)
-        if view.is_control:
-            controls = [ControlRecord(kind, message) for kind, message in control_records(view)]
-            batch: Batch[T] = Batch(
-                view.base_offset, view.last_offset, view.epoch, view.max_timestamp,
-                view.size_in_bytes, [], controls,
-            )
-        else:
-            decode = self._serde.decode
-            records = [decode(b"" if value is None else value) for value in view.values()]
-            batch = Batch(
-                view.base_offset, view.last_offset, view.epoch, view.max_timestamp,
-                view.size_in_bytes, records,
-            )
+        batch = decode_batch(view, self._serde)
         self._last_returned = view.last_offset
         return batch
 

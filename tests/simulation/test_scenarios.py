@@ -33,6 +33,8 @@ CI_SEEDS = {
     "asymmetric_partition": 25,
     "long_follower_isolation": 5,
     "chaos": 10,
+    "storm": 5,
+    "figure8": 25,
 }
 CI_BLOCK = 10
 #: Seeds per scenario in ``make test-slow`` (from ``SLOW_FIRST_SEED``), per test.
