@@ -102,6 +102,10 @@ class QuorumConfig:
     max_batch_size_bytes: int = 8 * 1024 * 1024
     #: Observers flush fetched data before the next fetch too (voters always do).
     followers_always_flush: bool = False
+    #: The largest chunk of a snapshot one FetchSnapshot asks for (and the leader sends).
+    fetch_snapshot_max_bytes: int = 8 * 1024 * 1024
+    #: How often the client applies the log's snapshot retention (Kafka: every 60 s).
+    log_clean_interval_ms: int = 60_000
 
     def __post_init__(self) -> None:
         positive = {
@@ -110,6 +114,8 @@ class QuorumConfig:
             "fetch_timeout_ms": self.fetch_timeout_ms,
             "request_timeout_ms": self.request_timeout_ms,
             "max_batch_size_bytes": self.max_batch_size_bytes,
+            "fetch_snapshot_max_bytes": self.fetch_snapshot_max_bytes,
+            "log_clean_interval_ms": self.log_clean_interval_ms,
         }
         for name, value in positive.items():
             if value <= 0:

@@ -16,6 +16,7 @@ __all__ = [
     "BufferAllocationError",
     "CorruptLogError",
     "CorruptRecordError",
+    "CorruptSnapshotError",
     "IllegalStateError",
     "InvalidAppendError",
     "KraftError",
@@ -53,6 +54,15 @@ class CorruptRecordError(KraftError):
         super().__init__(f"{message} ({', '.join(where)})" if where else message)
         self.offset = offset
         self.position = position
+
+
+class CorruptSnapshotError(CorruptRecordError):
+    """A snapshot's bytes are not a valid snapshot: a bad or partial batch, no header first or
+    footer last, base offsets not contiguous from 0, an epoch other than the snapshot's.
+
+    The message names the snapshot id (and the file, for a file); ``offset`` and ``position``
+    locate the bad batch when there is one.
+    """
 
 
 class RecordBatchTooLargeError(KraftError):

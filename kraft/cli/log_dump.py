@@ -10,8 +10,15 @@ could not read. With ``--records`` every record is shown, control records decode
 (``kraft.record.control``). The scan reads the files itself; it does not use the log
 implementation, so it can look at a directory that a running node would refuse.
 
-The scan yields plain events (:class:`FileEvent`, :class:`BatchEvent`, :class:`RecordEvent`,
-:class:`TailEvent`); the text renderer and the JSON Lines renderer are two views of them.
+Snapshot files (``<offset>-<epoch>.checkpoint``, KIP-630) hold batches too and are dumped the
+same way; before their batches a :class:`SnapshotEvent` gives the snapshot id, the last
+contained log timestamp from its header, and whether the file is a valid snapshot (header
+first, footer last, offsets contiguous from 0, the snapshot's epoch throughout: the checks of
+:class:`kraft.snapshot.SnapshotReader`). A directory's snapshots are dumped after its segments.
+
+The scan yields plain events (:class:`FileEvent`, :class:`SnapshotEvent`, :class:`BatchEvent`,
+:class:`RecordEvent`, :class:`TailEvent`); the text renderer and the JSON Lines renderer are
+two views of them.
 """
 
 from __future__ import annotations
@@ -30,17 +37,27 @@ from kraft.errors import CorruptRecordError, LogDirectoryError, StorageError
 from kraft.log.meta_properties import CLUSTER_METADATA_DIR
 from kraft.record import LOG_OVERHEAD, RecordBatch, read_batch
 from kraft.record.control import ControlMessage, ControlRecordType, decode_control_value
+from kraft.record.serde import BytesSerde
+from kraft.snapshot import (
+    SNAPSHOT_SUFFIX,
+    parse_snapshot_file_name,
+    read_snapshot_file,
+)
 
 __all__ = [
     "BatchEvent",
     "DumpEvent",
     "FileEvent",
     "RecordEvent",
+    "SnapshotEvent",
     "TailEvent",
     "control_type_name",
     "find_segments",
+    "is_snapshot_file",
     "register",
+    "scan_file",
     "scan_segment",
+    "scan_snapshot",
 ]
 
 _CONTROL_KEY: Final = struct.Struct(">hh")  # version, type
@@ -94,6 +111,18 @@ class FileEvent(msgspec.Struct, tag="file", tag_field="type"):
     size_in_bytes: int
 
 
+class SnapshotEvent(msgspec.Struct, tag="snapshot", tag_field="type"):
+    """A snapshot file: its id (from its name), its header's last contained log timestamp,
+    and why it is not a valid snapshot, if it is not."""
+
+    path: str
+    end_offset: int | None
+    epoch: int | None
+    last_contained_log_timestamp_ms: int | None
+    valid: bool
+    problem: str | None = None
+
+
 class BatchEvent(msgspec.Struct, tag="batch", tag_field="type"):
     """One batch: its header fields, whether its CRC holds, its control record types."""
 
@@ -145,7 +174,7 @@ class TailEvent(msgspec.Struct, tag="error", tag_field="type"):
     message: str
 
 
-DumpEvent = FileEvent | BatchEvent | RecordEvent | TailEvent
+DumpEvent = FileEvent | SnapshotEvent | BatchEvent | RecordEvent | TailEvent
 
 _JSON: Final = msgspec.json.Encoder()
 
@@ -153,9 +182,15 @@ _JSON: Final = msgspec.json.Encoder()
 # -- the scan ----------------------------------------------------------------------------------
 
 
+def is_snapshot_file(path: Path) -> bool:
+    """Whether ``path`` is named as a frozen snapshot (``*.checkpoint``)."""
+    return path.name.endswith(SNAPSHOT_SUFFIX)
+
+
 def find_segments(path: Path) -> list[Path]:
-    """The segment files ``path`` names: the file itself, or the ``*.log`` files of a
-    partition directory, or those of ``__cluster_metadata-0`` inside a data directory.
+    """The files ``path`` names: the file itself, or the ``*.log`` segments then the
+    ``*.checkpoint`` snapshots of a partition directory, or those of ``__cluster_metadata-0``
+    inside a data directory.
 
     Any file given by name is read (a snapshot ``.checkpoint`` holds batches too).
     """
@@ -165,13 +200,16 @@ def find_segments(path: Path) -> list[Path]:
         raise LogDirectoryError(f"{path}: no such file or directory")
     for directory in (path, path / CLUSTER_METADATA_DIR):
         if directory.is_dir():
-            # Segment names are 20-digit zero-padded base offsets: text order is offset order.
-            segments = sorted(p for p in directory.iterdir()
-                              if p.suffix == _SEGMENT_SUFFIX and p.is_file())
-            if segments:
-                return segments
+            files = [p for p in directory.iterdir() if p.is_file()]
+            # Segment names are 20-digit zero-padded base offsets: text order is offset order;
+            # snapshot names start with a 20-digit end offset, then the epoch: the same holds.
+            segments = sorted(p for p in files if p.suffix == _SEGMENT_SUFFIX)
+            snapshots = sorted(p for p in files if is_snapshot_file(p))
+            if segments or snapshots:
+                return segments + snapshots
     raise LogDirectoryError(
-        f"no log segments (*{_SEGMENT_SUFFIX}) in {path} nor in {path / CLUSTER_METADATA_DIR}"
+        f"no log segments (*{_SEGMENT_SUFFIX}) nor snapshots (*{SNAPSHOT_SUFFIX}) in {path} "
+        f"nor in {path / CLUSTER_METADATA_DIR}"
     )
 
 
@@ -250,6 +288,34 @@ def scan_segment(path: Path, *, with_records: bool = False) -> Iterator[DumpEven
         raise StorageError(f"cannot read {path}: {exc}") from exc
 
 
+def _snapshot_event(path: Path) -> SnapshotEvent:
+    parsed = parse_snapshot_file_name(path.name)
+    end_offset, epoch = parsed[0] if parsed is not None else (None, None)
+    try:
+        reader = read_snapshot_file(path, BytesSerde())
+    except (CorruptRecordError, StorageError) as exc:
+        return SnapshotEvent(str(path), end_offset, epoch, None, valid=False, problem=str(exc))
+    with reader:
+        return SnapshotEvent(str(path), end_offset, epoch,
+                             reader.last_contained_log_timestamp_ms, valid=True)
+
+
+def scan_snapshot(path: Path, *, with_records: bool = False) -> Iterator[DumpEvent]:
+    """The events of one snapshot file: the file, the snapshot (id, header timestamp,
+    validity), then its batches as :func:`scan_segment` shows them."""
+    events = scan_segment(path, with_records=with_records)
+    yield next(events)  # the FileEvent: the file exists and is readable
+    yield _snapshot_event(path)
+    yield from events
+
+
+def scan_file(path: Path, *, with_records: bool = False) -> Iterator[DumpEvent]:
+    """:func:`scan_snapshot` for a ``*.checkpoint`` file, else :func:`scan_segment`."""
+    if is_snapshot_file(path):
+        return scan_snapshot(path, with_records=with_records)
+    return scan_segment(path, with_records=with_records)
+
+
 # -- rendering ---------------------------------------------------------------------------------
 
 
@@ -265,6 +331,17 @@ def _render_text(event: DumpEvent) -> str:
         if start is not None:
             lines.append(f"Log starting offset: {start}")
         return "\n".join(lines)
+    if isinstance(event, SnapshotEvent):
+        if event.end_offset is None:
+            text = "Snapshot id: unknown (the file name is not <offset>-<epoch>.checkpoint)"
+        else:
+            text = f"Snapshot end offset: {event.end_offset} epoch: {event.epoch}"
+        if event.last_contained_log_timestamp_ms is not None:
+            text += f" lastContainedLogTimestamp: {event.last_contained_log_timestamp_ms}"
+        text += f" valid: {str(event.valid).lower()}"
+        if event.problem is not None:
+            text += f"\n| snapshot invalid: {event.problem}"
+        return text
     if isinstance(event, BatchEvent):
         text = (
             f"baseOffset: {event.base_offset} lastOffset: {event.last_offset} "
@@ -312,23 +389,27 @@ def _render_json(event: DumpEvent) -> str:
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     """Add ``kraft log ...`` to the command line."""
     group: argparse.ArgumentParser = subparsers.add_parser(
-        "log", help="inspect log segments", description="Inspect kraft log segments.",
+        "log", help="inspect log segments and snapshots",
+        description="Inspect kraft log segments and snapshot files.",
     )
     group.set_defaults(group_parser=group)
     commands = group.add_subparsers(title="log commands", metavar="COMMAND")
     dump = commands.add_parser(
         "dump",
-        help="print the batches of log segments (like kafka-dump-log)",
+        help="print the batches of log segments and snapshots (like kafka-dump-log)",
         description=(
-            "Print every batch of the segment file PATH, or of every *.log segment in the "
-            "directory PATH (a partition directory, or a data directory holding "
-            "__cluster_metadata-0): offsets, epoch, count, size, byte position, whether the "
-            "CRC holds, control record types. The exit code is 1 if a batch has a bad CRC, "
-            "its records cannot be decoded, or a file ends in bytes that are not a batch."
+            "Print every batch of the segment or snapshot file PATH, or of every *.log "
+            "segment and *.checkpoint snapshot in the directory PATH (a partition directory, "
+            "or a data directory holding __cluster_metadata-0): offsets, epoch, count, size, "
+            "byte position, whether the CRC holds, control record types; for a snapshot, its "
+            "id, last contained log timestamp and validity. The exit code is 1 if a batch has "
+            "a bad CRC, its records cannot be decoded, a file ends in bytes that are not a "
+            "batch, or a snapshot is not valid."
         ),
     )
     dump.add_argument("path", metavar="PATH", type=Path,
-                      help="a segment file, a partition directory or a data directory")
+                      help="a segment or snapshot file, a partition directory or a data "
+                           "directory")
     dump.add_argument("--records", action="store_true",
                       help="print every record too (key and value as Python bytes, or base64 "
                            "in JSON)")
@@ -341,7 +422,7 @@ def _dump(args: argparse.Namespace) -> int:
     problems: list[str] = []
     out = sys.stdout
     for segment in find_segments(args.path):
-        for event in scan_segment(segment, with_records=args.records):
+        for event in scan_file(segment, with_records=args.records):
             out.write(render(event) + "\n")
             if isinstance(event, BatchEvent):
                 if not event.crc_valid:
@@ -351,6 +432,8 @@ def _dump(args: argparse.Namespace) -> int:
                     )
                 if event.records_error is not None:
                     problems.append(f"{event.path}: {event.records_error}")
+            elif isinstance(event, SnapshotEvent) and event.problem is not None:
+                problems.append(f"{event.path}: not a valid snapshot: {event.problem}")
             elif isinstance(event, TailEvent):
                 problems.append(
                     f"{event.path}: {event.unread_bytes} unreadable bytes from byte position "

@@ -2,8 +2,8 @@
 
 The Raft core reads and writes its log only through :class:`ReplicatedLog`. Two
 implementations honour it: :class:`~kraft.log.memory.MemoryLog` (tests and the simulator) and
-:class:`~kraft.log.file.FileLog` (segment files on disk). Snapshot operations join the contract
-with the snapshot issue.
+:class:`~kraft.log.file.FileLog` (segment files on disk). Both hold their snapshots and clean the
+log below them.
 
 Offsets are Kafka's: the log end offset (LEO) is the offset the next record will take; the
 high watermark (HW) is exclusive (records below it are committed); the log start offset is the
@@ -18,6 +18,7 @@ from typing import NamedTuple, Protocol, runtime_checkable
 
 from kraft.record.batch import Buffer, SimpleRecord
 from kraft.record.offsets import OffsetAndEpoch
+from kraft.snapshot.raw import RawSnapshotReader, RawSnapshotWriter
 
 __all__ = [
     "DEFAULT_MAX_READ_BYTES",
@@ -182,3 +183,39 @@ class ReplicatedLog(Protocol):
 
     def close(self) -> None:
         """Flush and release the log's resources; the log is unusable afterwards."""
+
+    # -- snapshots (KRAFT-BEHAVIOUR §1.11-1.12) --------------------------------------------
+    @property
+    def latest_snapshot_id(self) -> OffsetAndEpoch | None:
+        """The id of the newest frozen snapshot."""
+
+    @property
+    def earliest_snapshot_id(self) -> OffsetAndEpoch | None:
+        """The id of the oldest frozen snapshot (at the log start once the log was cleaned)."""
+
+    def read_snapshot(self, snapshot_id: OffsetAndEpoch) -> RawSnapshotReader | None:
+        """The frozen snapshot ``snapshot_id``, or None."""
+
+    def latest_snapshot(self) -> RawSnapshotReader | None:
+        """The newest frozen snapshot, or None."""
+
+    def create_new_snapshot(self, snapshot_id: OffsetAndEpoch) -> RawSnapshotWriter | None:
+        """A writer for a snapshot of this log up to ``snapshot_id`` (checked against the log:
+        at or below the HW, on a batch boundary, the epoch of the record before it)."""
+
+    def create_new_snapshot_unchecked(
+        self, snapshot_id: OffsetAndEpoch
+    ) -> RawSnapshotWriter | None:
+        """A writer for a snapshot downloaded from the leader; None if it exists."""
+
+    def delete_snapshot(self, snapshot_id: OffsetAndEpoch) -> bool:
+        """Drop one snapshot the log does not start at; True if it existed."""
+
+    def delete_before_snapshot(self, snapshot_id: OffsetAndEpoch) -> bool:
+        """Move the log start up to the snapshot, dropping what lies below it."""
+
+    def truncate_to_latest_snapshot(self) -> bool:
+        """Empty the log onto the latest snapshot if that is ahead of it; True if it did."""
+
+    def maybe_clean(self, now_ms: int) -> bool:
+        """Apply the snapshot retention policy; True if anything was deleted."""

@@ -7,14 +7,48 @@ subclasses; everything that decides *whether* an operation is legal lives here o
 
 from __future__ import annotations
 
+import bisect
+import logging
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 
-from kraft.errors import InvalidAppendError
-from kraft.log.api import OffsetAndEpoch, ValidOffsetAndEpoch
-from kraft.log.epoch_cache import EpochCache, validate_offset_and_epoch
+from kraft.errors import CorruptRecordError, InvalidAppendError
+from kraft.log.api import OffsetAndEpoch, ValidationKind, ValidOffsetAndEpoch
+from kraft.log.epoch_cache import EpochCache
 from kraft.record.batch import Buffer, RecordBatch, iter_batches, read_batch
+from kraft.record.control import ControlRecordType, SnapshotHeaderRecord, control_records
+from kraft.snapshot.raw import RawSnapshotReader, RawSnapshotWriter
 
-__all__ = ["LogBase", "check_encoded_batch", "validate_follower_batches"]
+__all__ = ["LogBase", "SnapshotRetention", "check_encoded_batch", "validate_follower_batches"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotRetention:
+    """When the cleaner moves the log start up to a snapshot, dropping the log below it and
+    every older snapshot (KRAFT-BEHAVIOUR §1.11 ``maybeClean``).
+
+    The latest snapshot is never deleted. The log start moves to the next snapshot while any
+    of these holds for what lies below it:
+
+    - more than ``retained_snapshots`` snapshots are held (the one at the log start counts);
+    - the log holds more than ``retention_bytes`` bytes (None: no limit);
+    - the oldest snapshot's last contained log time is more than ``retention_ms`` old
+      (None: no limit).
+    """
+
+    retained_snapshots: int = 2
+    retention_bytes: int | None = 100 * 1024 * 1024  # metadata.max.retention.bytes
+    retention_ms: int | None = 7 * 24 * 3600 * 1000  # metadata.max.retention.ms
+
+    def __post_init__(self) -> None:
+        if self.retained_snapshots < 1:
+            raise ValueError(f"retained_snapshots must be at least 1: {self.retained_snapshots}")
+        if self.retention_bytes is not None and self.retention_bytes < 0:
+            raise ValueError(f"negative retention_bytes {self.retention_bytes}")
+        if self.retention_ms is not None and self.retention_ms < 0:
+            raise ValueError(f"negative retention_ms {self.retention_ms}")
 
 
 def validate_follower_batches(
@@ -73,9 +107,15 @@ def check_encoded_batch(
 class LogBase(ABC):
     """Epoch cache, high watermark and the derived parts of the ``ReplicatedLog`` contract."""
 
-    def __init__(self, epoch_cache: EpochCache) -> None:
+    def __init__(
+        self, epoch_cache: EpochCache, retention: SnapshotRetention | None = None
+    ) -> None:
         self._epochs = epoch_cache
         self._high_watermark = 0
+        #: Frozen snapshots by id, and their ids sorted by offset.
+        self._snapshots: dict[OffsetAndEpoch, RawSnapshotReader] = {}
+        self._snapshot_ids: list[OffsetAndEpoch] = []
+        self.retention = retention or SnapshotRetention()
 
     # Provided by subclasses: where the bytes live.
     @property
@@ -91,6 +131,32 @@ class LogBase(ABC):
     @abstractmethod
     def truncate_to(self, offset: int) -> None:
         """Remove every batch whose last offset is ``>= offset``."""
+
+    # Provided by subclasses: where snapshots and the log start live.
+    @abstractmethod
+    def _new_snapshot_writer(self, snapshot_id: OffsetAndEpoch) -> RawSnapshotWriter:
+        """A writer for a new snapshot that calls :meth:`_on_snapshot_frozen` when frozen."""
+
+    @abstractmethod
+    def _delete_snapshot(self, snapshot_id: OffsetAndEpoch) -> None:
+        """Remove a frozen snapshot from storage."""
+
+    @abstractmethod
+    def _advance_log_start(self, offset: int) -> None:
+        """Make ``offset`` the log start (durably), dropping whole batches below it."""
+
+    @abstractmethod
+    def _reset_to(self, offset: int) -> None:
+        """Empty the log: it starts and ends at ``offset``, with the (now empty) epoch cache,
+        durably."""
+
+    @abstractmethod
+    def _is_batch_boundary(self, offset: int) -> bool:
+        """Whether a batch starts at ``offset``, or ``offset`` is the log end offset."""
+
+    @abstractmethod
+    def size_in_bytes(self) -> int:
+        """The bytes the log's batches take."""
 
     # -- high watermark --------------------------------------------------------------------
     @property
@@ -138,19 +204,50 @@ class LogBase(ABC):
     @property
     def last_fetched_epoch(self) -> int:
         latest = self._epochs.latest_epoch
-        return 0 if latest is None else latest
+        if latest is not None:
+            return latest
+        # An empty log that starts at a snapshot continues that snapshot's epoch.
+        snapshot = self.latest_snapshot_id
+        return 0 if snapshot is None else snapshot.epoch
 
     def epoch_entries(self) -> list[tuple[int, int]]:
         """The epoch cache as ``(epoch, start_offset)`` pairs (for tools and tests)."""
         return self._epochs.entries()
 
     def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch:
-        return self._epochs.end_offset_for(epoch, self.log_end_offset)
+        return self._epochs.end_offset_for(epoch, self.log_end_offset, self._start_epoch())
+
+    def _start_epoch(self) -> int:
+        """The epoch before the log start: that of the snapshot there, or 0."""
+        earliest = self.earliest_snapshot_id
+        if earliest is not None and earliest.offset == self.log_start_offset:
+            return earliest.epoch
+        return 0
 
     def validate_offset_and_epoch(self, offset: int, epoch: int) -> ValidOffsetAndEpoch:
-        return validate_offset_and_epoch(
-            self._epochs, self.log_start_offset, self.log_end_offset, offset, epoch
-        )
+        """§1.11 with the snapshot cases: a fetcher below the log start, at the log start in
+        another epoch than the snapshot there, or in an epoch older than the earliest snapshot
+        is sent the latest snapshot."""
+        start = self.log_start_offset
+        if start == 0 and offset == 0:
+            return ValidOffsetAndEpoch.valid(OffsetAndEpoch(offset, epoch))
+        earliest = self.earliest_snapshot_id
+        latest = self.latest_snapshot_id
+        if earliest is not None and latest is not None and (
+            offset < start
+            or (offset == start and epoch != earliest.epoch)
+            or epoch < earliest.epoch
+        ):
+            return ValidOffsetAndEpoch.snapshot(latest)
+        if self._epochs.latest_epoch is None and latest is not None:
+            # Nothing since the snapshot: the log's only history is the snapshot's epoch.
+            if epoch != latest.epoch or offset > self.log_end_offset:
+                return ValidOffsetAndEpoch.diverging(OffsetAndEpoch(latest.offset, latest.epoch))
+            return ValidOffsetAndEpoch.valid(OffsetAndEpoch(offset, epoch))
+        end = self.end_offset_for_epoch(epoch)
+        if end.epoch != epoch or end.offset < offset:
+            return ValidOffsetAndEpoch.diverging(end)
+        return ValidOffsetAndEpoch.valid(OffsetAndEpoch(offset, epoch))
 
     def truncate_to_end_offset(self, end_offset: OffsetAndEpoch) -> int:
         """Truncate to where this log agrees with a leader's ``end_offset`` (a diverging epoch).
@@ -169,3 +266,173 @@ class LogBase(ABC):
                 target = local.offset
         self.truncate_to(target)
         return target
+
+    # -- snapshots (KRAFT-BEHAVIOUR §1.11-1.12) --------------------------------------------
+    @property
+    def latest_snapshot_id(self) -> OffsetAndEpoch | None:
+        return self._snapshot_ids[-1] if self._snapshot_ids else None
+
+    @property
+    def earliest_snapshot_id(self) -> OffsetAndEpoch | None:
+        return self._snapshot_ids[0] if self._snapshot_ids else None
+
+    def snapshot_ids(self) -> list[OffsetAndEpoch]:
+        """Every frozen snapshot's id, oldest first."""
+        return list(self._snapshot_ids)
+
+    def read_snapshot(self, snapshot_id: OffsetAndEpoch) -> RawSnapshotReader | None:
+        """The frozen snapshot ``snapshot_id``, or None."""
+        return self._snapshots.get(snapshot_id)
+
+    def latest_snapshot(self) -> RawSnapshotReader | None:
+        latest = self.latest_snapshot_id
+        return None if latest is None else self._snapshots[latest]
+
+    def create_new_snapshot(self, snapshot_id: OffsetAndEpoch) -> RawSnapshotWriter | None:
+        """A writer for a snapshot of this log up to ``snapshot_id.offset`` (exclusive).
+
+        None if the log already starts past it or the snapshot exists. ``ValueError`` if it is
+        above the high watermark, not on a batch boundary, or ``snapshot_id.epoch`` is not the
+        epoch of the record before ``snapshot_id.offset``.
+        """
+        offset, epoch = snapshot_id
+        if offset < self.log_start_offset or snapshot_id in self._snapshots:
+            logger.info("not creating snapshot %s: the log starts at %d or it exists",
+                        snapshot_id, self.log_start_offset)
+            return None
+        if offset > self._high_watermark:
+            raise ValueError(
+                f"cannot create snapshot {snapshot_id} above the high watermark "
+                f"{self._high_watermark}"
+            )
+        if self.validate_offset_and_epoch(offset, epoch).kind is not ValidationKind.VALID:
+            raise ValueError(f"snapshot {snapshot_id} does not match the log's epochs")
+        if offset > self.log_start_offset and self._epoch_at(offset - 1) != epoch:
+            raise ValueError(
+                f"snapshot {snapshot_id}: the record at offset {offset - 1} has epoch "
+                f"{self._epoch_at(offset - 1)}"
+            )
+        if not self._is_batch_boundary(offset):
+            raise ValueError(f"snapshot {snapshot_id} does not end on a batch boundary")
+        return self._new_snapshot_writer(snapshot_id)
+
+    def create_new_snapshot_unchecked(
+        self, snapshot_id: OffsetAndEpoch
+    ) -> RawSnapshotWriter | None:
+        """A writer for a snapshot downloaded from the leader (no check against this log);
+        None if it exists."""
+        if snapshot_id in self._snapshots:
+            return None
+        return self._new_snapshot_writer(snapshot_id)
+
+    def _epoch_at(self, offset: int) -> int:
+        entries = self._epochs.entries()
+        i = bisect.bisect_right([start for _, start in entries], offset) - 1
+        return entries[i][0] if i >= 0 else self._start_epoch()
+
+    def _on_snapshot_frozen(self, reader: RawSnapshotReader) -> None:
+        """A writer froze: the snapshot is durable and becomes visible."""
+        snapshot_id = reader.snapshot_id
+        self._snapshots[snapshot_id] = reader
+        bisect.insort(self._snapshot_ids, snapshot_id, key=lambda s: (s.offset, s.epoch))
+        logger.info("snapshot %s frozen (%d bytes)", snapshot_id, reader.size_in_bytes)
+
+    def delete_snapshot(self, snapshot_id: OffsetAndEpoch) -> bool:
+        """Drop one snapshot that the log does not start at (a corrupt download, say);
+        ``ValueError`` for the snapshot at a log start past 0."""
+        if snapshot_id not in self._snapshots:
+            return False
+        if 0 < self.log_start_offset == snapshot_id.offset:
+            raise ValueError(f"snapshot {snapshot_id} is where the log starts")
+        self._snapshots.pop(snapshot_id).close()
+        self._snapshot_ids.remove(snapshot_id)
+        self._delete_snapshot(snapshot_id)
+        return True
+
+    def delete_before_snapshot(self, snapshot_id: OffsetAndEpoch) -> bool:
+        """Move the log start up to the snapshot ``snapshot_id`` (which must exist and be at or
+        below the high watermark), dropping the log below it and every older snapshot."""
+        if snapshot_id not in self._snapshots:
+            raise ValueError(f"no snapshot {snapshot_id}")
+        if snapshot_id.offset > self._high_watermark:
+            raise ValueError(
+                f"cannot delete the log before snapshot {snapshot_id}: the high watermark is "
+                f"{self._high_watermark}"
+            )
+        if snapshot_id.offset < self.log_start_offset:
+            return False
+        changed = snapshot_id.offset > self.log_start_offset
+        if changed:
+            self._advance_log_start(snapshot_id.offset)
+            self._epochs.truncate_from_start(snapshot_id.offset)
+        return self._forget_snapshots_before(snapshot_id) or changed
+
+    def _forget_snapshots_before(self, snapshot_id: OffsetAndEpoch) -> bool:
+        older = [s for s in self._snapshot_ids if s.offset < snapshot_id.offset]
+        for old in older:
+            self._snapshots.pop(old).close()
+            self._snapshot_ids.remove(old)
+            self._delete_snapshot(old)
+        return bool(older)
+
+    def truncate_to_latest_snapshot(self) -> bool:
+        """If the latest snapshot is ahead of the log (a downloaded one), empty the log so that
+        it starts and ends at the snapshot, with the high watermark there; True if it did."""
+        latest = self.latest_snapshot_id
+        if latest is None:
+            return False
+        log_epoch = self._epochs.latest_epoch
+        if log_epoch is not None and (
+            latest.epoch < log_epoch
+            or (latest.epoch == log_epoch and latest.offset <= self.log_end_offset)
+        ):
+            return False
+        if log_epoch is None and latest.offset <= self.log_end_offset:
+            return False
+        self._epochs = EpochCache()
+        self._reset_to(latest.offset)
+        self._high_watermark = latest.offset
+        self._forget_snapshots_before(latest)
+        logger.info("log truncated to snapshot %s", latest)
+        return True
+
+    def maybe_clean(self, now_ms: int) -> bool:
+        """Apply the retention policy (KRAFT-BEHAVIOUR §1.11 ``maybeClean``): while the policy
+        says so, move the log start up to the next snapshot. True if anything was deleted."""
+        policy = self.retention
+        changed = False
+        while True:
+            above = [s for s in self._snapshot_ids
+                     if self.log_start_offset <= s.offset <= self._high_watermark]
+            at_start = bool(above) and above[0].offset == self.log_start_offset
+            candidates = above[1:] if at_start else above
+            if not candidates:
+                break  # the latest snapshot is at the log start: nothing to drop
+            too_many = len(above) > policy.retained_snapshots
+            too_big = (policy.retention_bytes is not None
+                       and self.size_in_bytes() > policy.retention_bytes)
+            too_old = (policy.retention_ms is not None and at_start
+                       and now_ms - _snapshot_timestamp(self._snapshots[above[0]])
+                       > policy.retention_ms)
+            if not (too_many or too_big or too_old):
+                break
+            target = candidates[0]
+            logger.info("cleaner: moving the log start from %d to snapshot %s",
+                        self.log_start_offset, target)
+            self.delete_before_snapshot(target)
+            changed = True
+        return changed
+
+
+def _snapshot_timestamp(raw: RawSnapshotReader) -> int:
+    """The last contained log time of a snapshot, from its header batch (-1 if unreadable:
+    such a snapshot is never too old)."""
+    try:
+        header = read_batch(raw.read(0, 64 * 1024))
+        for kind, message in control_records(header):
+            if kind is ControlRecordType.SNAPSHOT_HEADER:
+                assert isinstance(message, SnapshotHeaderRecord)
+                return message.last_contained_log_timestamp
+    except (CorruptRecordError, ValueError) as exc:
+        logger.warning("snapshot %s: cannot read its header: %s", raw.snapshot_id, exc)
+    return -1

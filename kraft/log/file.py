@@ -7,6 +7,8 @@ A log directory (``<data_dir>/__cluster_metadata-0``) holds::
     00000000000001048576.log        the next segment, named by its base offset (and so on)
     leader-epoch-checkpoint         epoch -> start offset (Kafka's text format)
     recovery-point                  every byte below this offset was fsynced
+    log-start-offset                the first offset the log holds (once it is past 0)
+    00000000000000000100-0000000003.checkpoint   a snapshot: end offset 100, epoch 3
     .lock                           held (flock) while the log is open
 
 Durability: :meth:`FileLog.flush` fsyncs the active segment; a roll fsyncs the segment it
@@ -35,12 +37,25 @@ from kraft.errors import (
     LogDirectoryError,
     StorageError,
 )
-from kraft.log.api import DEFAULT_MAX_READ_BYTES, Isolation, LogAppendInfo, LogFetchInfo
-from kraft.log.base import LogBase, check_encoded_batch, validate_follower_batches
+from kraft.log.api import (
+    DEFAULT_MAX_READ_BYTES,
+    Isolation,
+    LogAppendInfo,
+    LogFetchInfo,
+    OffsetAndEpoch,
+)
+from kraft.log.base import (
+    LogBase,
+    SnapshotRetention,
+    check_encoded_batch,
+    validate_follower_batches,
+)
 from kraft.log.epoch_cache import EpochCache, read_checkpoint, write_checkpoint
 from kraft.log.fsutil import fsync_directory, write_atomically
 from kraft.log.segment import Segment
 from kraft.record.batch import Buffer, SimpleRecord, encode_batch, iter_batches
+from kraft.snapshot.files import clean_snapshot_directory, delete_snapshot_file, list_snapshots
+from kraft.snapshot.raw import FileRawSnapshotReader, FileRawSnapshotWriter, RawSnapshotWriter
 
 __all__ = ["FileLog"]
 
@@ -50,6 +65,7 @@ DEFAULT_SEGMENT_BYTES = 1024 * 1024 * 1024  # metadata.log.segment.bytes
 DEFAULT_INDEX_INTERVAL_BYTES = 4096  # index.interval.bytes
 EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 RECOVERY_POINT = "recovery-point"
+LOG_START = "log-start-offset"
 LOCK_FILE = ".lock"
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.log$")
 _INT32_MAX = (1 << 31) - 1
@@ -67,9 +83,13 @@ class FileLog(LogBase):
         lock_fd: int,
         segment_bytes: int,
         index_interval_bytes: int,
+        log_start: int = 0,
+        retention: SnapshotRetention | None = None,
     ) -> None:
-        super().__init__(epochs)
+        super().__init__(epochs, retention)
         self.directory = directory
+        self._log_start = log_start
+        self._high_watermark = log_start
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
         self._recovery_point = recovery_point
@@ -88,6 +108,7 @@ class FileLog(LogBase):
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
         create: bool = True,
+        retention: SnapshotRetention | None = None,
     ) -> FileLog:
         """Open (and recover) the log in ``log_dir``, creating the directory if ``create``."""
         if segment_bytes < 1024:
@@ -111,10 +132,42 @@ class FileLog(LogBase):
                 f"log directory {directory} is in use by another FileLog or process"
             ) from exc
         try:
-            return cls._recover(directory, lock_fd, segment_bytes, index_interval_bytes)
+            log = cls._recover(directory, lock_fd, segment_bytes, index_interval_bytes)
         except BaseException:
             os.close(lock_fd)
             raise
+        try:
+            log._recover_snapshots(retention)
+        except BaseException:
+            log.abandon()
+            raise
+        return log
+
+    def _recover_snapshots(self, retention: SnapshotRetention | None) -> None:
+        """Load the frozen snapshots and settle the log start against them: leftovers of a
+        crash (a ``.part`` download, a ``.deleted`` file, segments or snapshots below the log
+        start, a log behind its latest snapshot) are cleaned up."""
+        if retention is not None:
+            self.retention = retention
+        for leftover in clean_snapshot_directory(self.directory):
+            logger.info("recovery: removed %s", leftover)
+        start = max(_read_offset_file(self.directory / LOG_START), self._segments[0].base_offset)
+        for snapshot_id in list_snapshots(self.directory):
+            if snapshot_id.offset < start:
+                logger.info("recovery: deleting snapshot %s below the log start %d",
+                            snapshot_id, start)
+                delete_snapshot_file(self.directory, snapshot_id)
+                continue
+            self._on_snapshot_frozen(FileRawSnapshotReader.open(self.directory, snapshot_id))
+        if start > self._log_start:
+            self._log_start = start
+            self._drop_segments_below(start)
+            if self._epochs.truncate_from_start(start):
+                write_checkpoint(self.directory / EPOCH_CHECKPOINT, self._epochs)
+        self._high_watermark = self._log_start
+        if self.truncate_to_latest_snapshot():
+            logger.info("recovery: the log was behind its latest snapshot %s",
+                        self.latest_snapshot_id)
 
     @classmethod
     def _recover(
@@ -125,7 +178,7 @@ class FileLog(LogBase):
         bases = sorted(
             int(m.group(1)) for name in os.listdir(directory) if (m := _SEGMENT_FILE.match(name))
         )
-        recovery_point = _read_recovery_point(directory / RECOVERY_POINT)
+        recovery_point = _read_offset_file(directory / RECOVERY_POINT)
         segments: list[Segment] = []
         # (epoch, base offset) of every scanned batch whose epoch differs from the batch
         # before it. (Not the batches themselves: their views would pin every chunk read,
@@ -329,7 +382,7 @@ class FileLog(LogBase):
     # -- offsets ---------------------------------------------------------------------------
     @property
     def log_start_offset(self) -> int:
-        return self._segments[0].base_offset
+        return self._log_start
 
     @property
     def log_end_offset(self) -> int:
@@ -518,10 +571,74 @@ class FileLog(LogBase):
             self._segments[-1].flush()
             self._flushed_offset = self.log_end_offset
 
+    # -- snapshots and the log start ---------------------------------------------------------
+    def _new_snapshot_writer(self, snapshot_id: OffsetAndEpoch) -> RawSnapshotWriter:
+        self._check_open()
+        return FileRawSnapshotWriter.create(self.directory, snapshot_id, self._on_snapshot_frozen)
+
+    def _delete_snapshot(self, snapshot_id: OffsetAndEpoch) -> None:
+        delete_snapshot_file(self.directory, snapshot_id)
+
+    def _advance_log_start(self, offset: int) -> None:
+        self._check_open()
+        # The log start is durable before anything below it goes: a crash in between leaves
+        # files that recovery deletes, never a log start without its data or snapshot.
+        self._write_offset_file(LOG_START, offset)
+        self._log_start = offset
+        self._drop_segments_below(offset)
+
+    def _drop_segments_below(self, offset: int) -> None:
+        """Delete the segments that hold only offsets below ``offset`` (never the active one)."""
+        drop = 0
+        while drop + 1 < len(self._segments) and self._segments[drop + 1].base_offset <= offset:
+            drop += 1
+        if not drop:
+            return
+        for segment in self._segments[:drop]:
+            logger.info("deleting segment %s below the log start %d", segment.log_path, offset)
+            segment.delete()
+        del self._segments[:drop]
+        del self._bases[:drop]
+        fsync_directory(self.directory)
+
+    def _reset_to(self, offset: int) -> None:
+        self._check_open()
+        self._write_offset_file(LOG_START, offset)
+        self._write_recovery_point(offset)
+        for segment in self._segments:
+            segment.delete()
+        fresh = Segment(self.directory, offset, self._index_interval)
+        self._segments = [fresh]
+        self._bases = [offset]
+        fsync_directory(self.directory)
+        self._log_start = offset
+        self._flushed_offset = offset
+        write_checkpoint(self.directory / EPOCH_CHECKPOINT, self._epochs)
+
+    def _is_batch_boundary(self, offset: int) -> bool:
+        if offset == self.log_end_offset:
+            return True
+        k = bisect.bisect_right(self._bases, offset) - 1
+        if k < 0:
+            return False
+        _, batch = self._segments[k].find_position(offset)
+        return batch is not None and batch.base_offset == offset
+
+    def _write_offset_file(self, name: str, offset: int) -> None:
+        path = self.directory / name
+        try:
+            write_atomically(path, f"0\n{offset}\n".encode("ascii"))
+        except OSError as exc:
+            raise StorageError(f"cannot write {path}: {exc}") from exc
+
     def close(self) -> None:
         """Flush, persist the recovery point and release the directory."""
         if self._closed:
             return
+        for snapshot_id in self.snapshot_ids():
+            reader = self.read_snapshot(snapshot_id)
+            if reader is not None:
+                reader.close()
         self.flush()
         for segment in self._segments:
             segment.flush(index=True)
@@ -595,7 +712,7 @@ def _last_batch_epoch(segments: list[Segment]) -> int | None:
     return None
 
 
-def _read_recovery_point(path: Path) -> int:
+def _read_offset_file(path: Path) -> int:
     try:
         text = path.read_text("ascii")
     except FileNotFoundError:
@@ -603,10 +720,11 @@ def _read_recovery_point(path: Path) -> int:
     except UnicodeDecodeError:
         text = ""  # garbage bytes: malformed, handled below like any other damage
     except OSError as exc:
-        raise LogDirectoryError(f"cannot read recovery point {path}: {exc}") from exc
+        raise LogDirectoryError(f"cannot read {path}: {exc}") from exc
     lines = text.split()
     if len(lines) != 2 or lines[0] != "0" or not lines[1].isdigit():
-        # A damaged checkpoint only costs time: recover the whole log.
-        logger.warning("ignoring malformed recovery point %s", path)
+        # A damaged recovery point only costs time (the whole log is recovered); a damaged
+        # log start only keeps more of the log.
+        logger.warning("ignoring malformed offset file (recovery point or log start) %s", path)
         return 0
     return int(lines[1])

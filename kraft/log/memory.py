@@ -12,10 +12,22 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 
-from kraft.log.api import DEFAULT_MAX_READ_BYTES, Isolation, LogAppendInfo, LogFetchInfo
-from kraft.log.base import LogBase, check_encoded_batch, validate_follower_batches
+from kraft.log.api import (
+    DEFAULT_MAX_READ_BYTES,
+    Isolation,
+    LogAppendInfo,
+    LogFetchInfo,
+    OffsetAndEpoch,
+)
+from kraft.log.base import (
+    LogBase,
+    SnapshotRetention,
+    check_encoded_batch,
+    validate_follower_batches,
+)
 from kraft.log.epoch_cache import EpochCache
 from kraft.record.batch import Buffer, RecordBatch, SimpleRecord, encode_batch, read_batch
+from kraft.snapshot.raw import MemoryRawSnapshotWriter, RawSnapshotWriter
 
 __all__ = ["MemoryLog"]
 
@@ -23,8 +35,8 @@ __all__ = ["MemoryLog"]
 class MemoryLog(LogBase):
     """An in-memory replicated log that can lose its unflushed tail on :meth:`crash`."""
 
-    def __init__(self) -> None:
-        super().__init__(EpochCache())
+    def __init__(self, retention: SnapshotRetention | None = None) -> None:
+        super().__init__(EpochCache(), retention)
         self._batches: list[bytes] = []
         self._base_offsets: list[int] = []
         self._last_offsets: list[int] = []
@@ -152,7 +164,39 @@ class MemoryLog(LogBase):
         del self._last_offsets[keep:]
         self._end_offset = self._last_offsets[-1] + 1 if self._batches else self._start_offset
         self._epochs.truncate_from_end(self._end_offset)
-        self._high_watermark = 0
+        self._high_watermark = self._start_offset
+
+    # -- snapshots: kept in memory, durable once frozen -------------------------------------
+    def _new_snapshot_writer(self, snapshot_id: OffsetAndEpoch) -> RawSnapshotWriter:
+        return MemoryRawSnapshotWriter(snapshot_id, self._on_snapshot_frozen)
+
+    def _delete_snapshot(self, snapshot_id: OffsetAndEpoch) -> None:
+        pass  # the reader was dropped: the bytes go with it
+
+    def _advance_log_start(self, offset: int) -> None:
+        drop = bisect.bisect_left(self._last_offsets, offset)
+        del self._batches[:drop]
+        del self._base_offsets[:drop]
+        del self._last_offsets[:drop]
+        self._start_offset = offset
+        if not self._batches:
+            self._end_offset = max(self._end_offset, offset)
+        self._flushed_offset = max(self._flushed_offset, offset)
+
+    def _reset_to(self, offset: int) -> None:
+        self._batches.clear()
+        self._base_offsets.clear()
+        self._last_offsets.clear()
+        self._start_offset = self._end_offset = self._flushed_offset = offset
+
+    def _is_batch_boundary(self, offset: int) -> bool:
+        if offset == self._end_offset:
+            return True
+        i = bisect.bisect_left(self._base_offsets, offset)
+        return i < len(self._base_offsets) and self._base_offsets[i] == offset
+
+    def size_in_bytes(self) -> int:
+        return sum(len(b) for b in self._batches)
 
     def close(self) -> None:
         self.flush()

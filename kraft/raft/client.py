@@ -121,6 +121,9 @@ from kraft.raft.states import (
 )
 from kraft.record.control import LeaderChangeMessage, LeaderChangeVoter
 from kraft.record.serde import RecordSerde
+from kraft.snapshot.raw import RawSnapshotWriter
+from kraft.snapshot.reader import SnapshotReader
+from kraft.snapshot.writer import SnapshotWriter
 
 __all__ = ["KafkaRaftClient", "bootstrap_server_id"]
 
@@ -217,6 +220,10 @@ class KafkaRaftClient(Generic[T]):
         self._pending_registrations: deque[tuple[bool, Listener[T]]] = deque()
         self._shutdown: _Shutdown | None = None
         self._initialized = False
+        #: The snapshot this follower is downloading (KIP-630); it survives a change of
+        #: leader, so a new leader with the same snapshot resumes it where it stopped.
+        self._download: RawSnapshotWriter | None = None
+        self._next_clean_ms = 0
 
     # =============================================================================================
     # Lifecycle
@@ -246,6 +253,7 @@ class KafkaRaftClient(Generic[T]):
         state = self.quorum.state
         if isinstance(state, LeaderState):
             state.accumulator.close()
+        self._abandon_download("the client closes")
         if self._initialized:
             self.log.flush(force=True)
 
@@ -287,6 +295,38 @@ class KafkaRaftClient(Generic[T]):
     @property
     def log_end_offset(self) -> int:
         return self.log.log_end_offset
+
+    @property
+    def latest_snapshot_id(self) -> OffsetAndEpoch | None:
+        """The id of the newest snapshot in the log (made here or downloaded)."""
+        return self.log.latest_snapshot_id
+
+    @property
+    def downloading_snapshot(self) -> OffsetAndEpoch | None:
+        """The id of the snapshot this follower is downloading, if any."""
+        return None if self._download is None else self._download.snapshot_id
+
+    def create_snapshot(
+        self, snapshot_id: OffsetAndEpoch, last_contained_log_time_ms: int
+    ) -> SnapshotWriter[T] | None:
+        """A writer for a snapshot of the state up to ``snapshot_id.offset`` (exclusive), whose
+        last record has epoch ``snapshot_id.epoch``; None if the log already starts past it
+        or the snapshot exists. Write the state machine's records, then ``freeze()``.
+
+        ``ValueError`` if the snapshot is above the high watermark or does not end on a batch
+        boundary of the log. Call it on the polling thread (in a listener callback, say).
+        """
+        if not self._initialized:
+            raise IllegalStateError("the client must be initialized before a snapshot")
+        raw = self.log.create_new_snapshot(snapshot_id)
+        if raw is None:
+            return None
+        return SnapshotWriter(
+            raw, self._serde,
+            last_contained_log_timestamp_ms=last_contained_log_time_ms,
+            timestamp_ms=self.clock.wall_ms(),
+            max_batch_size_bytes=self.config.max_batch_size_bytes,
+        )
 
     @property
     def is_leader(self) -> bool:
@@ -414,6 +454,7 @@ class KafkaRaftClient(Generic[T]):
             return NO_DEADLINE
         timeout = self._poll_current_state(now)
         timeout = min(timeout, self._expire_parked_fetches(now))
+        timeout = min(timeout, self._maybe_clean_log(now))
         message = self.queue.poll(max(0, timeout))
         if message is not None:
             self._handle_inbound(message, self.clock.now_ms())
@@ -427,6 +468,16 @@ class KafkaRaftClient(Generic[T]):
             timeout = min(timeout, until)
         elapsed = self.clock.now_ms() - now
         return max(0, timeout - elapsed)
+
+    def _maybe_clean_log(self, now: int) -> int:
+        """Kafka's periodic ``maybeClean``: the log's snapshot retention, every interval."""
+        if now >= self._next_clean_ms:
+            self._next_clean_ms = now + self.config.log_clean_interval_ms
+            try:
+                self.log.maybe_clean(self.clock.wall_ms())
+            except (KraftError, ValueError) as exc:
+                logger.error("cleaning the log failed: %s", exc)
+        return max(0, self._next_clean_ms - now)
 
     def _poll_current_state(self, now: int) -> int:
         state = self.quorum.state
@@ -622,6 +673,7 @@ class KafkaRaftClient(Generic[T]):
     def _become_leader(self, now: int) -> None:
         state = self.quorum.state
         assert isinstance(state, CandidateState) and self.local_id is not None
+        self._abandon_download("this replica leads now")
         granting = sorted(state.granting & state.voters)
         end_offset = self.log.log_end_offset
         accumulator: BatchAccumulator[T] = BatchAccumulator(
@@ -802,7 +854,7 @@ class KafkaRaftClient(Generic[T]):
         if requests.is_backing_off(leader, now):
             return self._maybe_send_fetch_to_any_bootstrap(now)
         if not requests.has_any_inflight_request(now):
-            return self._maybe_send_request(now, leader, lambda dest: self._build_fetch_request())
+            return self._maybe_send_request(now, leader, self._build_follower_request)
         return self._remaining_inflight_ms(now)
 
     def _maybe_send_fetch_to_any_bootstrap(self, now: int) -> int:
@@ -813,7 +865,7 @@ class KafkaRaftClient(Generic[T]):
         if node is None:
             wait = requests.backoff_before_any_bootstrap_server_ms(now)
             return wait if wait > 0 else NO_DEADLINE
-        return self._maybe_send_request(now, node, lambda dest: self._build_fetch_request())
+        return self._maybe_send_request(now, node, self._build_follower_request)
 
     def _remaining_inflight_ms(self, now: int) -> int:
         # The request in flight is answered, or times out, by then.
@@ -857,6 +909,20 @@ class KafkaRaftClient(Generic[T]):
                 PreferredCandidate(candidate) for candidate in state.preferred_successors
             ),
             leader_endpoints=self._own_endpoints(),
+        )
+
+    def _build_follower_request(self, destination: int) -> FetchRequest | FetchSnapshotRequest:
+        """A Fetch, or while a snapshot downloads, the FetchSnapshot of its next chunk."""
+        download = self._download
+        if download is None:
+            return self._build_fetch_request()
+        return FetchSnapshotRequest(
+            replica_id=-1 if self.local_id is None else self.local_id,
+            current_leader_epoch=self.quorum.epoch,
+            snapshot_id=SnapshotId.of(download.snapshot_id),
+            position=download.size_in_bytes,
+            max_bytes=self.config.fetch_snapshot_max_bytes,
+            replica_directory_id=self.local_directory_id or _ZERO_UUID,
         )
 
     def _build_fetch_request(self) -> FetchRequest:
@@ -1173,6 +1239,10 @@ class KafkaRaftClient(Generic[T]):
         a snapshot id, and the fetcher's progress (which may move the high watermark)."""
         log = self.log
         try:
+            latest = log.latest_snapshot_id
+            if body.fetch_offset == 0 and latest is not None and latest.offset > 0:
+                # An empty fetcher starts from the latest snapshot, not from the log.
+                return self._fetch_response(Errors.NONE, snapshot=latest)
             validation = log.validate_offset_and_epoch(body.fetch_offset, body.last_fetched_epoch)
             if validation.kind is ValidationKind.DIVERGING:
                 return self._fetch_response(Errors.NONE, diverging=validation.offset_and_epoch)
@@ -1226,10 +1296,30 @@ class KafkaRaftClient(Generic[T]):
                 partition_error_code=error, current_leader=current,
                 node_endpoints=self._leader_node_endpoints(),
             )
-        # kraft: snapshots arrive with the snapshot issue; until then no snapshot exists.
+        state = self.quorum.state
+        assert isinstance(state, LeaderState)
+        # A follower busy downloading is alive: it counts for check-quorum.
+        state.record_fetch_for_check_quorum(body.replica_id, now)
+        wanted = OffsetAndEpoch(body.snapshot_id.end_offset, body.snapshot_id.epoch)
+        snapshot = None if wanted.offset <= 0 else self.log.read_snapshot(wanted)
+        if snapshot is None:
+            # Unknown, deleted by the cleaner, or the bootstrap id (0, 0): never served.
+            return FetchSnapshotResponse(
+                partition_error_code=Errors.SNAPSHOT_NOT_FOUND, snapshot_id=body.snapshot_id,
+                current_leader=current, node_endpoints=self._leader_node_endpoints(),
+            )
+        size = snapshot.size_in_bytes
+        if not 0 <= body.position < size:
+            return FetchSnapshotResponse(
+                partition_error_code=Errors.POSITION_OUT_OF_RANGE, snapshot_id=body.snapshot_id,
+                current_leader=current, size=size, position=body.position,
+                node_endpoints=self._leader_node_endpoints(),
+            )
+        chunk = min(max(1, body.max_bytes), self.config.fetch_snapshot_max_bytes)
         return FetchSnapshotResponse(
-            partition_error_code=Errors.SNAPSHOT_NOT_FOUND, snapshot_id=body.snapshot_id,
-            current_leader=current, node_endpoints=self._leader_node_endpoints(),
+            snapshot_id=body.snapshot_id, current_leader=current, size=size,
+            position=body.position, unaligned_records=snapshot.read(body.position, chunk),
+            node_endpoints=self._leader_node_endpoints(),
         )
 
     def _handle_describe_quorum_request(
@@ -1304,8 +1394,10 @@ class KafkaRaftClient(Generic[T]):
             ok = self._handle_vote_response(response, body, now)
         elif isinstance(body, BeginQuorumEpochResponse | EndQuorumEpochResponse):
             ok = self._handle_quorum_epoch_response(response, body, now)
+        elif isinstance(body, FetchSnapshotResponse):
+            ok = self._handle_fetch_snapshot_response(response, body, now)
         else:
-            ok = False  # kraft sends neither FetchSnapshot nor DescribeQuorum yet
+            ok = False  # kraft sends no DescribeQuorum
         requests.on_response_result(response.source, response.correlation_id, ok, now)
 
     def _handle_top_level_error(self, error: int, response: InboundResponse) -> bool:
@@ -1481,10 +1573,7 @@ class KafkaRaftClient(Generic[T]):
             if snapshot.epoch < 0 or snapshot.end_offset < 0:
                 logger.error("the leader sent an invalid snapshot id %s", snapshot)
                 return False
-            # kraft: downloading snapshots arrives with the snapshot issue.
-            logger.error("the leader asks for snapshot %s; snapshots are not supported yet",
-                         snapshot)
-            return False
+            self._start_download(state, OffsetAndEpoch(snapshot.end_offset, snapshot.epoch))
         else:
             if body.records and not self._append_as_follower(body.records):
                 return False
@@ -1492,6 +1581,103 @@ class KafkaRaftClient(Generic[T]):
         state.fetch_deadline_ms = now + self.config.fetch_timeout_ms
         state.has_fetched = True
         return True
+
+    # -- FetchSnapshot (follower side) ------------------------------------------------------------
+    def _start_download(self, state: FollowerState, snapshot_id: OffsetAndEpoch) -> None:
+        """The leader answered a Fetch with a snapshot id: download it (or go on with it)."""
+        download = self._download
+        if download is not None:
+            if download.snapshot_id == snapshot_id:
+                return  # resume where it stopped
+            self._abandon_download(f"the leader now sends snapshot {snapshot_id}")
+        writer = self.log.create_new_snapshot_unchecked(snapshot_id)
+        if writer is None:
+            # We hold it already (a crash between freezing and truncating): use it.
+            self._install_snapshot(state)
+            return
+        logger.info("epoch %d: downloading snapshot %s from leader %d", state.epoch,
+                    snapshot_id, state.leader_id)
+        self._download = writer
+
+    def _abandon_download(self, why: str) -> None:
+        download = self._download
+        if download is not None:
+            self._download = None
+            logger.info("abandoning the download of snapshot %s (%d bytes): %s",
+                        download.snapshot_id, download.size_in_bytes, why)
+            download.close()
+
+    def _handle_fetch_snapshot_response(
+        self, response: InboundResponse, body: FetchSnapshotResponse, now: int
+    ) -> bool:
+        if body.error_code != _NONE:
+            return self._handle_top_level_error(body.error_code, response)
+        if not self._valid_topic_partition(body):
+            return False
+        leader = _leader_or_none(body.current_leader.leader_id)
+        error = body.partition_error_code
+        handled = self._maybe_handle_common_response(
+            error, leader, body.current_leader.leader_epoch,
+            self._endpoints_from_response(body.node_endpoints, leader), now,
+        )
+        if handled is not None:
+            return handled
+        if error in (Errors.SNAPSHOT_NOT_FOUND, Errors.POSITION_OUT_OF_RANGE):
+            # The leader cleaned that snapshot away (or our position is off): start over
+            # from a Fetch, which names the snapshot to get now.
+            self._abandon_download(f"the leader answered {_error_name(error)}")
+            return True
+        if error != _NONE:
+            return self._handle_unexpected_error(error, response)
+        state = self.quorum.state
+        download = self._download
+        if not isinstance(state, FollowerState) or leader != state.leader_id:
+            logger.debug("ignoring a snapshot chunk from %d: not following it", response.source)
+            return False
+        wanted = None if download is None else SnapshotId.of(download.snapshot_id)
+        if download is None or body.snapshot_id != wanted:
+            logger.error("ignoring a chunk of snapshot %s: downloading %s", body.snapshot_id,
+                         wanted)
+            return False
+        position, size, data = body.position, body.size, body.unaligned_records
+        if position != download.size_in_bytes or not data or position + len(data) > size:
+            logger.error("bad chunk of snapshot %s: %d bytes at %d of %d, expected position %d",
+                         wanted, len(data), position, size, download.size_in_bytes)
+            self._abandon_download("a bad chunk")
+            return False
+        download.append(data)
+        state.fetch_deadline_ms = now + self.config.fetch_timeout_ms
+        state.has_fetched = True
+        if download.size_in_bytes == size:
+            self._finish_download(state, download)
+        return True
+
+    def _finish_download(self, state: FollowerState, download: RawSnapshotWriter) -> None:
+        """The whole snapshot arrived: check it, freeze it, and move the log onto it."""
+        self._download = None
+        snapshot_id = download.snapshot_id
+        frozen = download.freeze()
+        try:
+            SnapshotReader(frozen, self._serde).close()
+        except CorruptRecordError as exc:
+            # Each batch carries its CRC: the bytes were damaged on the way or at the leader.
+            # Drop it; the next Fetch names the snapshot to download again.
+            logger.error("downloaded snapshot %s is corrupt, deleted: %s", snapshot_id, exc)
+            self.log.delete_snapshot(snapshot_id)
+            return
+        logger.info("epoch %d: snapshot %s downloaded (%d bytes)", state.epoch, snapshot_id,
+                    frozen.size_in_bytes)
+        self._install_snapshot(state)
+
+    def _install_snapshot(self, state: FollowerState) -> None:
+        log = self.log
+        if not log.truncate_to_latest_snapshot():
+            logger.info("the log is already past snapshot %s", log.latest_snapshot_id)
+            return
+        offset = log.log_start_offset
+        if state.high_watermark is None or state.high_watermark < offset:
+            state.high_watermark = offset
+        self._update_listeners_progress(offset)
 
     def _truncate_to_diverging(self, state: FollowerState, diverging: EpochEndOffset) -> bool:
         end = OffsetAndEpoch(diverging.end_offset, diverging.epoch)
@@ -1561,14 +1747,23 @@ class KafkaRaftClient(Generic[T]):
             next_offset = context.next_expected_offset()
             if next_offset is None:
                 continue
-            if next_offset == ListenerContext.STARTING_NEXT_OFFSET:
-                # A new listener and no snapshot: read the log from its start.
-                context.next_offset = next_offset = log.log_start_offset
-            elif next_offset < log.log_start_offset:
-                raise IllegalStateError(
-                    f"listener {context.listener!r} expects offset {next_offset}, below the "
-                    f"log start {log.log_start_offset}, and there is no snapshot"
-                )
+            if next_offset == ListenerContext.STARTING_NEXT_OFFSET or (
+                next_offset < log.log_start_offset
+            ):
+                snapshot = log.latest_snapshot()
+                if snapshot is not None and snapshot.snapshot_id.offset <= high_watermark:
+                    # §1.12: a new listener, or one the log has moved past, starts from the
+                    # latest snapshot.
+                    context.fire_handle_load_snapshot(SnapshotReader(snapshot, self._serde))
+                    next_offset = snapshot.snapshot_id.offset
+                elif next_offset == ListenerContext.STARTING_NEXT_OFFSET:
+                    # A new listener and no snapshot: read the log from its start.
+                    context.next_offset = next_offset = log.log_start_offset
+                else:
+                    raise IllegalStateError(
+                        f"listener {context.listener!r} expects offset {next_offset}, below "
+                        f"the log start {log.log_start_offset}, and there is no snapshot"
+                    )
             if next_offset < min(high_watermark, log.high_watermark):
                 info = log.read(next_offset, Isolation.COMMITTED)
                 if info.records:

@@ -222,6 +222,13 @@ class ListenerContext(Generic[T]):
         self.last_sent = reader
         self.listener.handle_commit(reader)
 
+    def fire_handle_load_snapshot(self, reader: SnapshotReaderLike[T]) -> None:
+        """Hand the listener a snapshot: everything it had is replaced, and it continues from
+        the snapshot's end offset."""
+        self.next_offset = reader.snapshot_id.offset
+        self.last_sent = None
+        self.listener.handle_load_snapshot(reader)
+
     def on_close(self, reader: BatchReader[T]) -> None:
         last = reader.last_offset()
         if last is not None:
