@@ -376,18 +376,14 @@ class LogBase(ABC):
         return bool(older)
 
     def truncate_to_latest_snapshot(self) -> bool:
-        """If the latest snapshot is ahead of the log (a downloaded one), empty the log so that
-        it starts and ends at the snapshot, with the high watermark there; True if it did."""
+        """Unless the log holds what the latest snapshot stands for (it reaches the snapshot's
+        end with the same epoch there), empty it so that it starts and ends at the snapshot,
+        with the high watermark there; True if it did. A log that diverges from a downloaded
+        snapshot held only uncommitted records there."""
         latest = self.latest_snapshot_id
         if latest is None:
             return False
-        log_epoch = self._epochs.latest_epoch
-        if log_epoch is not None and (
-            latest.epoch < log_epoch
-            or (latest.epoch == log_epoch and latest.offset <= self.log_end_offset)
-        ):
-            return False
-        if log_epoch is None and latest.offset <= self.log_end_offset:
+        if self._holds_prefix_of(latest):
             return False
         self._epochs = EpochCache()
         self._reset_to(latest.offset)
@@ -395,6 +391,16 @@ class LogBase(ABC):
         self._forget_snapshots_before(latest)
         logger.info("log truncated to snapshot %s", latest)
         return True
+
+    def _holds_prefix_of(self, snapshot_id: OffsetAndEpoch) -> bool:
+        """Whether this log holds what ``snapshot_id`` stands for: it reaches the snapshot's
+        end, and the record before that end has the snapshot's epoch."""
+        offset, epoch = snapshot_id
+        if not self.log_start_offset <= offset <= self.log_end_offset:
+            return False
+        if offset == self.log_start_offset:
+            return self._start_epoch() == epoch or (offset == 0 and epoch == 0)
+        return self._epoch_at(offset - 1) == epoch
 
     def maybe_clean(self, now_ms: int) -> bool:
         """Apply the retention policy (KRAFT-BEHAVIOUR §1.11 ``maybeClean``): while the policy

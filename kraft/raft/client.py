@@ -220,9 +220,10 @@ class KafkaRaftClient(Generic[T]):
         self._pending_registrations: deque[tuple[bool, Listener[T]]] = deque()
         self._shutdown: _Shutdown | None = None
         self._initialized = False
-        #: The snapshot this follower is downloading (KIP-630); it survives a change of
-        #: leader, so a new leader with the same snapshot resumes it where it stopped.
+        #: The snapshot this follower is downloading (KIP-630), from ``_download_leader``:
+        #: a FetchSnapshot that failed or timed out resumes where it stopped.
         self._download: RawSnapshotWriter | None = None
+        self._download_leader = -1
         self._next_clean_ms = 0
 
     # =============================================================================================
@@ -914,6 +915,11 @@ class KafkaRaftClient(Generic[T]):
     def _build_follower_request(self, destination: int) -> FetchRequest | FetchSnapshotRequest:
         """A Fetch, or while a snapshot downloads, the FetchSnapshot of its next chunk."""
         download = self._download
+        if download is not None and self.quorum.leader_id != self._download_leader:
+            # Another leader's file for the same id may differ (its header's timestamps):
+            # never splice two files. Fetch, and download what the new leader names.
+            self._abandon_download(f"the leader is now {self.quorum.leader_id}")
+            download = None
         if download is None:
             return self._build_fetch_request()
         return FetchSnapshotRequest(
@@ -1587,9 +1593,13 @@ class KafkaRaftClient(Generic[T]):
         """The leader answered a Fetch with a snapshot id: download it (or go on with it)."""
         download = self._download
         if download is not None:
-            if download.snapshot_id == snapshot_id:
+            if download.snapshot_id == snapshot_id and self._download_leader == state.leader_id:
                 return  # resume where it stopped
-            self._abandon_download(f"the leader now sends snapshot {snapshot_id}")
+            # Another leader's file for the same id differs (its header's timestamps): never
+            # splice two files; start over.
+            self._abandon_download(
+                f"leader {state.leader_id} of epoch {state.epoch} sends snapshot {snapshot_id}"
+            )
         writer = self.log.create_new_snapshot_unchecked(snapshot_id)
         if writer is None:
             # We hold it already (a crash between freezing and truncating): use it.
@@ -1598,6 +1608,7 @@ class KafkaRaftClient(Generic[T]):
         logger.info("epoch %d: downloading snapshot %s from leader %d", state.epoch,
                     snapshot_id, state.leader_id)
         self._download = writer
+        self._download_leader = state.leader_id
 
     def _abandon_download(self, why: str) -> None:
         download = self._download

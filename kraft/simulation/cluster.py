@@ -25,6 +25,7 @@ from typing import Any
 
 from kraft.config import ConfigError, Endpoint, QuorumConfig
 from kraft.errors import KraftError, NotLeaderError
+from kraft.log.base import SnapshotRetention
 from kraft.log.memory import MemoryLog
 from kraft.log.quorum_state import MemoryQuorumStateStore
 from kraft.protocol.api import ZERO_UUID
@@ -39,6 +40,7 @@ from kraft.raft.channel import DequeMessageQueue
 from kraft.raft.client import KafkaRaftClient
 from kraft.raft.listeners import Batch
 from kraft.raft.states import NO_DEADLINE
+from kraft.record.offsets import OffsetAndEpoch
 from kraft.simulation.events import Event, EventLog
 from kraft.simulation.invariants import InvariantChecker, Violation
 from kraft.simulation.network import LinkConfig, SimNetwork
@@ -100,11 +102,20 @@ def replay_command(
     return command
 
 
+#: The counter's snapshot interval, in committed offsets (Kafka's simulation: "more than 10").
+SNAPSHOT_EVERY = 100
+#: What each simulated log keeps: the two latest snapshots and the log from the older one;
+#: no byte or time limit (the count alone keeps logs short, so lagging nodes need snapshots).
+SIM_RETENTION = SnapshotRetention(retained_snapshots=2, retention_bytes=None, retention_ms=None)
+#: How often simulated clients apply the retention (Kafka's default is 60 s).
+SIM_CLEAN_INTERVAL_MS = 1_000
+
+
 def sim_config(voter_ids: Iterable[int], base: QuorumConfig | None = None) -> QuorumConfig:
     """``base`` (Kafka's defaults when None) with the simulated voters' endpoints."""
     voters = {i: Endpoint("sim", SIM_PORT_BASE + i) for i in voter_ids}
     if base is None:
-        return QuorumConfig(voters=voters)
+        return QuorumConfig(voters=voters, log_clean_interval_ms=SIM_CLEAN_INTERVAL_MS)
     if base.voters and set(base.voters) != set(voters):
         raise ConfigError(
             f"the config names voters {sorted(base.voters)}, but the cluster's voters are "
@@ -139,6 +150,11 @@ class Cluster:
     events are still counted and hashed). ``message_events=False`` leaves message events out
     (faster, smaller logs). ``suppress_faults`` skips the faults with those indices (for
     ``kraft sim shrink``).
+
+    Snapshots: every node's counter writes one each ``snapshot_every`` committed offsets (None:
+    never), and each log keeps ``retention`` (default: the two latest snapshots, the log from
+    the older one on); the clients clean their logs every ``log_clean_interval_ms`` of the
+    config (1 s unless a config is given).
     """
 
     def __init__(
@@ -154,6 +170,8 @@ class Cluster:
         stop_on_violation: bool = True,
         suppress_faults: Iterable[int] = (),
         network: LinkConfig | None = None,
+        snapshot_every: int | None = SNAPSHOT_EVERY,
+        retention: SnapshotRetention | None = None,
     ) -> None:
         if voters < 1:
             raise ConfigError(f"a cluster needs at least one voter, got {voters}")
@@ -167,8 +185,11 @@ class Cluster:
         self.observer_ids = tuple(range(voters + 1, voters + observers + 1))
         self.config = sim_config(self.voter_ids, config)
         self.network = SimNetwork(self.rand, network)
+        self.snapshot_every = snapshot_every
+        self.retention = retention or SIM_RETENTION
         self.nodes: dict[int, SimNode] = {
-            i: SimNode(i, i in self.voter_ids) for i in self.voter_ids + self.observer_ids
+            i: SimNode(i, i in self.voter_ids, self.retention)
+            for i in self.voter_ids + self.observer_ids
         }
         self._port_to_node = {
             ep.port: node_id for node_id, ep in self.config.voters.items()
@@ -325,16 +346,21 @@ class Cluster:
         node_id = node.node_id
         counter = ReplicatedCounter(
             node_id,
-            on_commit=lambda batch: self._on_commit(node, batch),
+            on_commit=lambda batch, value: self._on_commit(node, batch, value),
             on_problem=lambda invariant, message: self.checker.report(
                 invariant, (node_id,), message
             ),
+            on_snapshot=lambda kind, snapshot_id, value: self._on_snapshot(
+                node, kind, snapshot_id, value
+            ),
+            snapshot_every=self.snapshot_every,
         )
         client: KafkaRaftClient[Any] = KafkaRaftClient(
             local_id=node_id, config=self.config, log=node.log, store=node.store,
             channel=node.channel, queue=node.queue, clock=self.clock, rand=self.rand,
             serde=self._serde,
         )
+        counter.client = client
         node.counter = counter
         node.client = client
         client.register(counter)
@@ -494,8 +520,23 @@ class Cluster:
         if not dst.paused:
             self._wake(dst)
 
-    def _on_commit(self, node: SimNode, batch: Batch[Any]) -> None:
-        self.checker.on_commit(node.node_id, batch)
+    def _on_snapshot(
+        self, node: SimNode, kind: str, snapshot_id: OffsetAndEpoch, value: int
+    ) -> None:
+        self.checker.on_snapshot(node.node_id, snapshot_id, value)
+        client = node.client
+        self.events.emit(
+            self.clock.now_ms(), f"snapshot_{kind}", node=node.node_id,
+            epoch=-1 if client is None else client.epoch,
+            role=node.last_role if client is None else client.role,
+            offset=snapshot_id.offset, log_end_offset=node.log.log_end_offset,
+            high_watermark=node.log.high_watermark,
+            details={"snapshot_epoch": snapshot_id.epoch, "value": value,
+                     "log_start_offset": node.log.log_start_offset},
+        )
+
+    def _on_commit(self, node: SimNode, batch: Batch[Any], value: int) -> None:
+        self.checker.on_commit(node.node_id, batch, value)
         views = node.log.batches_between(batch.base_offset, batch.base_offset + 1)
         checksum = views[0].crc if views else -1
         client = node.client
@@ -751,7 +792,7 @@ class Cluster:
         was_running = node.client is not None
         if was_running:
             self._crash(node)
-        node.log = MemoryLog()
+        node.log = MemoryLog(self.retention)
         node.store = MemoryQuorumStateStore(f"node-{node_id}")
         self.checker.node_reset(node_id, wiped=True)
         if was_running:

@@ -35,6 +35,8 @@ KINDS: dict[str, str] = {
     "append_accepted": "the leader accepted `count` records ending at `offset`",
     "append_refused": "an append found no writable leader",
     "batch_committed": "a node's listener received a committed batch ending at `offset`",
+    "snapshot_created": "a node's counter wrote a snapshot ending at `offset` (exclusive)",
+    "snapshot_loaded": "a node's counter was handed the snapshot ending at `offset`",
     "fault_injected": "a fault began (its kind and targets in details)",
     "fault_healed": "a fault ended (its kind and targets in details)",
     "fault_suppressed": "a fault the scenario asked for was skipped (shrinking)",

@@ -19,6 +19,15 @@ stays cheap. Names, as they appear in reports and in the event log:
 ``counter``                 committed counter increments are consecutive on every node
 ``listener_order``          a listener is handed batches in increasing offset order
 ``no_exception``            no client raises out of ``poll`` (that would stop a real node)
+``snapshot_at_log_start``   a log starts at or below its earliest snapshot, exactly at it once
+                            past 0, and that snapshot's id is valid in the log
+``leader_never_loads_snapshot`` a writable leader's state machine is never handed a snapshot
+``snapshot_value``          the counter value a snapshot holds is the value every node had
+                            after the same committed offset (committed data, for snapshots)
+
+Below a node's log start the log holds nothing: those batches are checked against the
+snapshot's value instead, and leader completeness and durability only ask for the committed
+batches at or past the log start.
 """
 
 from __future__ import annotations
@@ -27,7 +36,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kraft.log.api import ValidationKind
 from kraft.raft.listeners import Batch
+from kraft.record.offsets import OffsetAndEpoch
 from kraft.simulation.node import SimNode, top_leader
 
 __all__ = ["INVARIANTS", "InvariantChecker", "Violation"]
@@ -43,6 +54,9 @@ INVARIANTS = (
     "counter",
     "listener_order",
     "no_exception",
+    "snapshot_at_log_start",
+    "leader_never_loads_snapshot",
+    "snapshot_value",
 )
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +102,10 @@ class InvariantChecker:
         self._leader: SimNode | None = None
         self.checks = 0
         self.pending: list[tuple[str, tuple[int, ...], str]] = []
+        #: The counter's value after each committed offset: end offset -> (value, node).
+        self.values: dict[int, tuple[int, int]] = {}
+        #: (log start, earliest snapshot) last checked per node.
+        self._log_starts: dict[int, tuple[int, OffsetAndEpoch | None]] = {}
 
     # -- lifecycle hooks --------------------------------------------------------------------
     def node_reset(self, node_id: int, wiped: bool) -> None:
@@ -106,7 +124,21 @@ class InvariantChecker:
         """Record a problem found outside :meth:`check` (a listener's, the counter's)."""
         self.pending.append((invariant, nodes, message))
 
-    def on_commit(self, node_id: int, batch: Batch[Any]) -> None:
+    def on_snapshot(self, node_id: int, snapshot_id: OffsetAndEpoch, value: int) -> None:
+        """A node's counter wrote or loaded a snapshot holding ``value``."""
+        self._note_value(node_id, snapshot_id.offset, value, f"snapshot {snapshot_id}")
+
+    def _note_value(self, node_id: int, end_offset: int, value: int, what: str) -> None:
+        known = self.values.setdefault(end_offset, (value, node_id))
+        if known[0] != value:
+            self.report("snapshot_value", (node_id, known[1]), (
+                f"node {node_id}'s {what} says the counter was {value} below offset "
+                f"{end_offset}, node {known[1]} had {known[0]}"
+            ))
+
+    def on_commit(self, node_id: int, batch: Batch[Any], value: int | None = None) -> None:
+        if value is not None:
+            self._note_value(node_id, batch.last_offset + 1, value, "counter")
         known = self.committed.batches.get(batch.base_offset)
         if known is not None and (known[0], known[1]) != (batch.last_offset, batch.epoch):
             self.report("committed_data", (node_id,), (
@@ -160,6 +192,7 @@ class InvariantChecker:
             if self._was_leader[node_id] != epoch:
                 self._was_leader[node_id] = epoch
                 self._check_completeness(node, problems)
+        self._check_log_start(node, problems)
         hw = node.log.high_watermark
         if hw < self._hw[node_id]:
             problems.append(("monotonic_high_watermark", (node_id,), (
@@ -168,6 +201,31 @@ class InvariantChecker:
         self._hw[node_id] = hw
         if hw > self._verified[node_id]:
             self._verify(node, hw, problems)
+
+    def _check_log_start(
+        self, node: SimNode, problems: list[tuple[str, tuple[int, ...], str]]
+    ) -> None:
+        log = node.log
+        start, earliest = log.log_start_offset, log.earliest_snapshot_id
+        if self._log_starts.get(node.node_id) == (start, earliest):
+            return
+        self._log_starts[node.node_id] = (start, earliest)
+        if earliest is None:
+            if start > 0:
+                problems.append(("snapshot_at_log_start", (node.node_id,), (
+                    f"node {node.node_id}'s log starts at {start} without a snapshot"
+                )))
+            return
+        if start > earliest.offset or (start > 0 and start != earliest.offset):
+            problems.append(("snapshot_at_log_start", (node.node_id,), (
+                f"node {node.node_id}'s log starts at {start}, its earliest snapshot is "
+                f"{earliest}"
+            )))
+        elif log.validate_offset_and_epoch(*earliest).kind is not ValidationKind.VALID:
+            problems.append(("snapshot_at_log_start", (node.node_id,), (
+                f"node {node.node_id}'s earliest snapshot {earliest} is not valid in its log "
+                f"({log.validate_offset_and_epoch(*earliest)})"
+            )))
 
     def _check_persisted(
         self, node_id: int, node: SimNode, problems: list[tuple[str, tuple[int, ...], str]]
@@ -206,7 +264,7 @@ class InvariantChecker:
     ) -> None:
         committed = self.committed
         batches = committed.batches
-        start = self._verified[node.node_id]
+        start = max(self._verified[node.node_id], node.log.log_start_offset)
         verified = start
         for batch in node.log.batches_between(start, hw):
             base, last = batch.base_offset, batch.last_offset
@@ -241,11 +299,15 @@ class InvariantChecker:
         batches = self.committed.batches
         if not batches:
             return []
+        start = node.log.log_start_offset  # below it, the snapshot stands for the batches
         have = {
             batch.base_offset: (batch.last_offset, batch.epoch, batch.crc)
-            for batch in node.log.batches_between(0, self.committed.frontier)
+            for batch in node.log.batches_between(start, self.committed.frontier)
         }
-        return sorted(base for base, identity in batches.items() if have.get(base) != identity)
+        return sorted(
+            base for base, identity in batches.items()
+            if base >= start and have.get(base) != identity
+        )
 
     def _check_leader_hw(
         self, leader: SimNode, problems: list[tuple[str, tuple[int, ...], str]]

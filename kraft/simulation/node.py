@@ -15,12 +15,14 @@ from typing import Any, NamedTuple
 import msgspec
 
 from kraft.errors import CorruptRecordError, NotLeaderError
+from kraft.log.base import SnapshotRetention
 from kraft.log.memory import MemoryLog
 from kraft.log.quorum_state import MemoryQuorumStateStore
 from kraft.protocol.envelope import OutboundRequest, OutboundResponse
 from kraft.raft.channel import DequeMessageQueue
 from kraft.raft.client import KafkaRaftClient
-from kraft.raft.listeners import Batch, BatchReader, LeaderAndEpoch, Listener
+from kraft.raft.listeners import Batch, BatchReader, LeaderAndEpoch, Listener, SnapshotReaderLike
+from kraft.record.offsets import OffsetAndEpoch
 
 __all__ = [
     "CounterIncrement", "ReplicatedCounter", "SimChannel", "SimNode", "SimSerde", "top_leader",
@@ -70,15 +72,19 @@ class ReplicatedCounter(Listener[Any]):
     checks that committed increments are consecutive. It also keeps every committed record.
 
     The leader may append only after ``handle_leader_change`` named it (so it has seen every
-    earlier commit). ``on_commit(batch)`` and ``on_problem(invariant, message)`` report to
+    earlier commit). Every ``snapshot_every`` committed offsets it writes a snapshot (its value)
+    through ``client``; a snapshot it is handed replaces its value. ``on_commit(batch, value)``,
+    ``on_snapshot(kind, snapshot_id, value)`` and ``on_problem(invariant, message)`` report to
     the cluster.
     """
 
     def __init__(
         self,
         node_id: int,
-        on_commit: Callable[[Batch[Any]], None],
+        on_commit: Callable[[Batch[Any], int], None],
         on_problem: Callable[[str, str], None],
+        on_snapshot: Callable[[str, OffsetAndEpoch, int], None] | None = None,
+        snapshot_every: int | None = None,
     ) -> None:
         self.node_id = node_id
         self.committed: list[Any] = []
@@ -86,8 +92,12 @@ class ReplicatedCounter(Listener[Any]):
         self.uncommitted = 0
         self.writable_epoch = -1
         self.last_offset = -1
+        self.snapshot_every = snapshot_every
+        self.last_snapshot_offset = -1
+        self.client: KafkaRaftClient[Any] | None = None
         self._on_commit = on_commit
         self._on_problem = on_problem
+        self._on_snapshot = on_snapshot
 
     def handle_commit(self, reader: BatchReader[Any]) -> None:
         with reader:
@@ -110,7 +120,50 @@ class ReplicatedCounter(Listener[Any]):
                         self.value = record.value
                 self.committed.extend(batch.records)
                 self.uncommitted = max(self.uncommitted, self.value)
-                self._on_commit(batch)
+                self._on_commit(batch, self.value)
+                self._maybe_snapshot(batch)
+
+    def _maybe_snapshot(self, batch: Batch[Any]) -> None:
+        """Kafka's counter: a snapshot once more than ``snapshot_every`` offsets committed
+        since the last one, at the end of the batch just handed over."""
+        client = self.client
+        every = self.snapshot_every
+        if client is None or every is None:
+            return
+        if batch.last_offset - self.last_snapshot_offset <= every:
+            return
+        snapshot_id = OffsetAndEpoch(batch.last_offset + 1, batch.epoch)
+        self.last_snapshot_offset = batch.last_offset
+        writer = client.create_snapshot(snapshot_id, batch.append_timestamp_ms)
+        if writer is None:
+            return  # the log starts past it already (a downloaded snapshot), or it exists
+        with writer:
+            writer.append([CounterIncrement(self.value)])
+            writer.freeze()
+        if self._on_snapshot is not None:
+            self._on_snapshot("created", snapshot_id, self.value)
+
+    def handle_load_snapshot(self, reader: SnapshotReaderLike[Any]) -> None:
+        snapshot_id = reader.snapshot_id
+        value = 0
+        try:
+            for batch in reader:
+                for record in batch.records:
+                    if type(record) is CounterIncrement:
+                        value = record.value
+        finally:
+            reader.close()
+        if self.writable_epoch != -1:
+            self._on_problem(
+                "leader_never_loads_snapshot",
+                f"node {self.node_id} loaded snapshot {snapshot_id} while the writable leader "
+                f"of epoch {self.writable_epoch}",
+            )
+        self.value = self.uncommitted = value
+        self.last_offset = self.last_snapshot_offset = snapshot_id.offset - 1
+        self.committed = []
+        if self._on_snapshot is not None:
+            self._on_snapshot("loaded", snapshot_id, value)
 
     def handle_leader_change(self, leader: LeaderAndEpoch) -> None:
         self.uncommitted = self.value
@@ -162,10 +215,12 @@ class SimNode:
         "request_aliases", "store", "vote_kinds",
     )
 
-    def __init__(self, node_id: int, is_voter: bool) -> None:
+    def __init__(
+        self, node_id: int, is_voter: bool, retention: SnapshotRetention | None = None
+    ) -> None:
         self.node_id = node_id
         self.is_voter = is_voter
-        self.log = MemoryLog()
+        self.log = MemoryLog(retention)
         self.store = MemoryQuorumStateStore(f"node-{node_id}")
         self.client: KafkaRaftClient[Any] | None = None
         self.counter: ReplicatedCounter | None = None
@@ -208,7 +263,8 @@ class SimNode:
 
     @property
     def committed(self) -> list[Any]:
-        """Records this node's listener received, in offset order (this incarnation)."""
+        """Records this node's listener received, in offset order, since it started or last
+        loaded a snapshot."""
         return [] if self.counter is None else self.counter.committed
 
     @property

@@ -113,7 +113,7 @@ E = Errors
 # not ours is INCONSISTENT_CLUSTER_ID at the top level; a wrong topic-partition is a top-level
 # INVALID_REQUEST (UNKNOWN_TOPIC_OR_PARTITION in the partition for FetchSnapshot and
 # DescribeQuorum, as Kafka answers them). Vote and BeginQuorumEpoch name a voter:
-# INVALID_VOTER_KEY (§1.2 step 6, §1.3). kraft has no snapshots: SNAPSHOT_NOT_FOUND.
+# INVALID_VOTER_KEY (§1.2 step 6, §1.3). The fuzzed leader holds no snapshot: SNAPSHOT_NOT_FOUND.
 # ------------------------------------------------------------------------------------------------
 _TOP = frozenset({E.NONE, E.INCONSISTENT_CLUSTER_ID, E.INVALID_REQUEST})
 _VOTER_ONLY = frozenset({E.NONE, E.INVALID_REQUEST, E.FENCED_LEADER_EPOCH})

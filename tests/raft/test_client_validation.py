@@ -300,9 +300,8 @@ def fetch_snapshot(epoch: int, snapshot_id: SnapshotId = UNKNOWN_SNAPSHOT) -> Fe
 @pytest.mark.parametrize("snapshot_id", [UNKNOWN_SNAPSHOT, SnapshotId(0, 0)],
                          ids=["unknown", "bootstrap"])
 def test_leader_answers_fetch_snapshot_with_snapshot_not_found(snapshot_id: SnapshotId) -> None:
-    """§1.3, kraft: snapshots are not implemented yet, so a valid FetchSnapshot to the leader
-    gets SNAPSHOT_NOT_FOUND (as Kafka does for an unknown id or the bootstrap id (0,0)),
-    naming the current leader."""
+    """§1.3: a valid FetchSnapshot for a snapshot the leader does not hold (it has none here),
+    or for the bootstrap id (0,0), gets SNAPSHOT_NOT_FOUND, naming the current leader."""
     ctx = leader()
     response = respond(ctx, fetch_snapshot(ctx.epoch, snapshot_id), source=2)
     assert isinstance(response, FetchSnapshotResponse)

@@ -33,6 +33,8 @@ DETAILS: dict[str, list[set[str]] | None] = {
     "append_accepted": None,
     "append_refused": None,
     "batch_committed": None,
+    "snapshot_created": [{"snapshot_epoch", "value", "log_start_offset"}],
+    "snapshot_loaded": [{"snapshot_epoch", "value", "log_start_offset"}],
     "fault_injected": None,   # checked by FAULT_DETAILS
     "fault_healed": [{"fault", "targets"}],
     "fault_suppressed": None,  # checked by FAULT_DETAILS
