@@ -35,6 +35,9 @@ CI_SEEDS = {
     "chaos": 10,
     "storm": 5,
     "figure8": 25,
+    "snapshot_catch_up": 15,
+    "snapshot_download_interrupted": 15,
+    "wiped_node_from_snapshot": 15,
 }
 CI_BLOCK = 10
 #: Seeds per scenario in ``make test-slow`` (from ``SLOW_FIRST_SEED``), per test.
