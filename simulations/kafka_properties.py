@@ -169,9 +169,10 @@ def back_to_back_leader_failures(run: ScenarioRun) -> None:
 
 @scenario("wiped_node_recovery")
 def wiped_node_recovery(run: ScenarioRun) -> None:
-    """A follower's disk is wiped; it fetches the log again and ends with the same counter.
+    """A follower's disk is wiped; it fetches again and ends with the same counter.
 
-    It loses its log and quorum state and restarts empty, then fetches from offset 0. Raft
+    It loses its log and quorum state and restarts empty, then fetches from offset 0 (the
+    leader sends its latest snapshot instead once it has one, then the log after it). Raft
     assumes a voter never loses what it acknowledged, so the wipe waits, with the workload
     running, for a moment when a majority of the other voters hold everything the follower
     holds: what the leader committed (or will commit on the follower's old acknowledgements)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from kraft.config import Endpoint, QuorumConfig
 from kraft.simulation.cluster import Cluster
+from kraft.simulation.node import SimNode
 from kraft.simulation.scenario import ScenarioRun, scenario
 from kraft.simulation.waits import (
     RATE_PER_S,
@@ -62,16 +63,26 @@ def _lagging_follower(run: ScenarioRun, cluster: Cluster) -> int | None:
     return run.rng.choice([i for i in cluster.nodes if i != leader])
 
 
+def _behind_and_back(run: ScenarioRun) -> tuple[Cluster, SimNode] | None:
+    """A cluster under the workload with one follower cut off until the leader cleaned its log
+    past it, then reconnected; None (a failed expectation) if that did not come to pass."""
+    cluster = _cluster(run)
+    follower = _lagging_follower(run, cluster)
+    if follower is None or not _fall_behind(run, cluster, follower):
+        return None
+    cluster.heal()
+    return cluster, cluster.node(follower)
+
+
 @scenario("snapshot_catch_up")
 def snapshot_catch_up(run: ScenarioRun) -> None:
     """A follower cut off until the leader cleaned its log past it comes back, downloads the
     latest snapshot and catches up with the same counter value."""
-    cluster = _cluster(run)
-    follower = _lagging_follower(run, cluster)
-    if follower is None or not _fall_behind(run, cluster, follower):
+    setup = _behind_and_back(run)
+    if setup is None:
         return
-    cluster.heal()
-    node = cluster.node(follower)
+    cluster, node = setup
+    follower = node.node_id
     run.await_(lambda: node.log.log_start_offset > 0, 30_000,
                f"node {follower} installs a snapshot")
     await_caught_up(run, cluster)
@@ -82,12 +93,11 @@ def snapshot_download_interrupted(run: ScenarioRun) -> None:
     """A download is cut short, in the middle, by a leader change (resign or kill), a restart
     of the downloading node, or the leader cleaning the snapshot away; it starts over and the
     node catches up."""
-    cluster = _cluster(run)
-    follower = _lagging_follower(run, cluster)
-    if follower is None or not _fall_behind(run, cluster, follower):
+    setup = _behind_and_back(run)
+    if setup is None:
         return
-    cluster.heal()
-    node = cluster.node(follower)
+    cluster, node = setup
+    follower = node.node_id
 
     def downloading() -> bool:
         client = node.client

@@ -12,12 +12,12 @@ import logging
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
-from kraft.errors import CorruptRecordError, InvalidAppendError
+from kraft.errors import CorruptSnapshotError, InvalidAppendError, StorageError
 from kraft.log.api import OffsetAndEpoch, ValidationKind, ValidOffsetAndEpoch
 from kraft.log.epoch_cache import EpochCache
 from kraft.record.batch import Buffer, RecordBatch, iter_batches, read_batch
-from kraft.record.control import ControlRecordType, SnapshotHeaderRecord, control_records
 from kraft.snapshot.raw import RawSnapshotReader, RawSnapshotWriter
+from kraft.snapshot.reader import read_snapshot_header
 
 __all__ = ["LogBase", "SnapshotRetention", "check_encoded_batch", "validate_follower_batches"]
 
@@ -239,11 +239,7 @@ class LogBase(ABC):
             or epoch < earliest.epoch
         ):
             return ValidOffsetAndEpoch.snapshot(latest)
-        if self._epochs.latest_epoch is None and latest is not None:
-            # Nothing since the snapshot: the log's only history is the snapshot's epoch.
-            if epoch != latest.epoch or offset > self.log_end_offset:
-                return ValidOffsetAndEpoch.diverging(OffsetAndEpoch(latest.offset, latest.epoch))
-            return ValidOffsetAndEpoch.valid(OffsetAndEpoch(offset, epoch))
+        # The snapshot at the log start is the epoch before the first entry of the cache.
         end = self.end_offset_for_epoch(epoch)
         if end.epoch != epoch or end.offset < offset:
             return ValidOffsetAndEpoch.diverging(end)
@@ -307,10 +303,10 @@ class LogBase(ABC):
             )
         if self.validate_offset_and_epoch(offset, epoch).kind is not ValidationKind.VALID:
             raise ValueError(f"snapshot {snapshot_id} does not match the log's epochs")
-        if offset > self.log_start_offset and self._epoch_at(offset - 1) != epoch:
+        before = self._epoch_at(offset - 1)
+        if offset > self.log_start_offset and before != epoch:
             raise ValueError(
-                f"snapshot {snapshot_id}: the record at offset {offset - 1} has epoch "
-                f"{self._epoch_at(offset - 1)}"
+                f"snapshot {snapshot_id}: the record at offset {offset - 1} has epoch {before}"
             )
         if not self._is_batch_boundary(offset):
             raise ValueError(f"snapshot {snapshot_id} does not end on a batch boundary")
@@ -326,9 +322,7 @@ class LogBase(ABC):
         return self._new_snapshot_writer(snapshot_id)
 
     def _epoch_at(self, offset: int) -> int:
-        entries = self._epochs.entries()
-        i = bisect.bisect_right([start for _, start in entries], offset) - 1
-        return entries[i][0] if i >= 0 else self._start_epoch()
+        return self._epochs.epoch_at(offset, self._start_epoch())
 
     def _on_snapshot_frozen(self, reader: RawSnapshotReader) -> None:
         """A writer froze: the snapshot is durable and becomes visible."""
@@ -344,10 +338,13 @@ class LogBase(ABC):
             return False
         if 0 < self.log_start_offset == snapshot_id.offset:
             raise ValueError(f"snapshot {snapshot_id} is where the log starts")
+        self._drop_snapshot(snapshot_id)
+        return True
+
+    def _drop_snapshot(self, snapshot_id: OffsetAndEpoch) -> None:
         self._snapshots.pop(snapshot_id).close()
         self._snapshot_ids.remove(snapshot_id)
         self._delete_snapshot(snapshot_id)
-        return True
 
     def delete_before_snapshot(self, snapshot_id: OffsetAndEpoch) -> bool:
         """Move the log start up to the snapshot ``snapshot_id`` (which must exist and be at or
@@ -370,9 +367,7 @@ class LogBase(ABC):
     def _forget_snapshots_before(self, snapshot_id: OffsetAndEpoch) -> bool:
         older = [s for s in self._snapshot_ids if s.offset < snapshot_id.offset]
         for old in older:
-            self._snapshots.pop(old).close()
-            self._snapshot_ids.remove(old)
-            self._delete_snapshot(old)
+            self._drop_snapshot(old)
         return bool(older)
 
     def truncate_to_latest_snapshot(self) -> bool:
@@ -431,14 +426,10 @@ class LogBase(ABC):
 
 
 def _snapshot_timestamp(raw: RawSnapshotReader) -> int:
-    """The last contained log time of a snapshot, from its header batch (-1 if unreadable:
-    such a snapshot is never too old)."""
+    """The last contained log time of a snapshot (-1 if its header is unreadable: such a
+    snapshot is never too old)."""
     try:
-        header = read_batch(raw.read(0, 64 * 1024))
-        for kind, message in control_records(header):
-            if kind is ControlRecordType.SNAPSHOT_HEADER:
-                assert isinstance(message, SnapshotHeaderRecord)
-                return message.last_contained_log_timestamp
-    except (CorruptRecordError, ValueError) as exc:
+        return read_snapshot_header(raw).last_contained_log_timestamp
+    except (CorruptSnapshotError, StorageError) as exc:
         logger.warning("snapshot %s: cannot read its header: %s", raw.snapshot_id, exc)
     return -1

@@ -80,6 +80,12 @@ class EpochCache:
         self._starts.append(start_offset)
         return True
 
+    def epoch_at(self, offset: int, lower_bound_epoch: int = 0) -> int:
+        """The epoch of the record at ``offset``: that of the last epoch starting at or
+        before it, or ``lower_bound_epoch`` if it lies before every epoch."""
+        i = bisect.bisect_right(self._starts, offset) - 1
+        return self._epochs[i] if i >= 0 else lower_bound_epoch
+
     def truncate_from_end(self, end_offset: int) -> bool:
         """Drop the epochs that start at or after ``end_offset`` (the log was truncated)."""
         keep = bisect.bisect_left(self._starts, end_offset)

@@ -625,6 +625,8 @@ class FileLog(LogBase):
         return batch is not None and batch.base_offset == offset
 
     def _write_offset_file(self, name: str, offset: int) -> None:
+        """Replace ``name`` (the recovery point or the log start) crash-safely: the format
+        ``_read_offset_file`` reads."""
         path = self.directory / name
         try:
             write_atomically(path, f"0\n{offset}\n".encode("ascii"))
@@ -664,11 +666,7 @@ class FileLog(LogBase):
             raise LogDirectoryError(f"log {self.directory} is closed")
 
     def _write_recovery_point(self, offset: int) -> None:
-        path = self.directory / RECOVERY_POINT
-        try:
-            write_atomically(path, f"0\n{offset}\n".encode("ascii"))
-        except OSError as exc:
-            raise StorageError(f"cannot write recovery point {path}: {exc}") from exc
+        self._write_offset_file(RECOVERY_POINT, offset)
         self._recovery_point = offset
 
     def __enter__(self) -> FileLog:

@@ -1593,13 +1593,9 @@ class KafkaRaftClient(Generic[T]):
         """The leader answered a Fetch with a snapshot id: download it (or go on with it)."""
         download = self._download
         if download is not None:
-            if download.snapshot_id == snapshot_id and self._download_leader == state.leader_id:
-                return  # resume where it stopped
-            # Another leader's file for the same id differs (its header's timestamps): never
-            # splice two files; start over.
-            self._abandon_download(
-                f"leader {state.leader_id} of epoch {state.epoch} sends snapshot {snapshot_id}"
-            )
+            if download.snapshot_id == snapshot_id:
+                return  # resume where it stopped (a change of leader ended it already)
+            self._abandon_download(f"the leader now sends snapshot {snapshot_id}")
         writer = self.log.create_new_snapshot_unchecked(snapshot_id)
         if writer is None:
             # We hold it already (a crash between freezing and truncating): use it.

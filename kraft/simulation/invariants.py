@@ -221,10 +221,12 @@ class InvariantChecker:
                 f"node {node.node_id}'s log starts at {start}, its earliest snapshot is "
                 f"{earliest}"
             )))
-        elif log.validate_offset_and_epoch(*earliest).kind is not ValidationKind.VALID:
+        elif (answer := log.validate_offset_and_epoch(*earliest)).kind is not (
+            ValidationKind.VALID
+        ):
             problems.append(("snapshot_at_log_start", (node.node_id,), (
                 f"node {node.node_id}'s earliest snapshot {earliest} is not valid in its log "
-                f"({log.validate_offset_and_epoch(*earliest)})"
+                f"({answer})"
             )))
 
     def _check_persisted(

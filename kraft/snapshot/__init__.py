@@ -34,7 +34,7 @@ from kraft.snapshot.raw import (
     RawSnapshotReader,
     RawSnapshotWriter,
 )
-from kraft.snapshot.reader import SnapshotReader, read_snapshot_file
+from kraft.snapshot.reader import SnapshotReader, read_snapshot_file, read_snapshot_header
 from kraft.snapshot.writer import DEFAULT_MAX_BATCH_SIZE_BYTES, SnapshotWriter
 
 __all__ = [
@@ -56,6 +56,7 @@ __all__ = [
     "list_snapshots",
     "parse_snapshot_file_name",
     "read_snapshot_file",
+    "read_snapshot_header",
     "snapshot_file_name",
     "snapshot_path",
 ]

@@ -102,6 +102,40 @@ def _check_read(snapshot_id: OffsetAndEpoch, size: int, position: int, max_bytes
         raise ValueError(f"negative max_bytes {max_bytes}")
 
 
+class _WriterState:
+    """What both writers share: the id, the frozen and closed flags, the check that a writer
+    is still open, and handing the frozen reader to ``on_freeze``."""
+
+    __slots__ = ("_closed", "_frozen", "_on_freeze", "_snapshot_id")
+
+    def __init__(self, snapshot_id: OffsetAndEpoch, on_freeze: OnFreeze | None) -> None:
+        self._snapshot_id = snapshot_id
+        self._on_freeze = on_freeze
+        self._frozen = False
+        self._closed = False
+
+    @property
+    def snapshot_id(self) -> OffsetAndEpoch:
+        return self._snapshot_id
+
+    @property
+    def is_frozen(self) -> bool:
+        return self._frozen
+
+    def _name(self) -> str:
+        return f"snapshot {self._snapshot_id}"
+
+    def _check_open(self, operation: str) -> None:
+        if self._frozen or self._closed:
+            state = "frozen" if self._frozen else "closed"
+            raise IllegalStateError(f"{operation} on {self._name()}: it is {state}")
+
+    def _publish(self, reader: RawSnapshotReader) -> RawSnapshotReader:
+        if self._on_freeze is not None:
+            self._on_freeze(reader)
+        return reader
+
+
 # -- in memory ---------------------------------------------------------------------------------
 
 
@@ -137,34 +171,18 @@ class MemoryRawSnapshotReader:
         return f"MemoryRawSnapshotReader({self._snapshot_id}, size={len(self._data)})"
 
 
-class MemoryRawSnapshotWriter:
+class MemoryRawSnapshotWriter(_WriterState):
     """A snapshot built in a ``bytearray``; freezing copies it once into ``bytes``."""
 
-    __slots__ = ("_buffer", "_closed", "_frozen", "_on_freeze", "_snapshot_id")
+    __slots__ = ("_buffer",)
 
     def __init__(self, snapshot_id: OffsetAndEpoch, on_freeze: OnFreeze | None = None) -> None:
-        self._snapshot_id = snapshot_id
-        self._on_freeze = on_freeze
+        super().__init__(snapshot_id, on_freeze)
         self._buffer = bytearray()
-        self._frozen = False
-        self._closed = False
-
-    @property
-    def snapshot_id(self) -> OffsetAndEpoch:
-        return self._snapshot_id
 
     @property
     def size_in_bytes(self) -> int:
         return len(self._buffer)
-
-    @property
-    def is_frozen(self) -> bool:
-        return self._frozen
-
-    def _check_open(self, operation: str) -> None:
-        if self._frozen or self._closed:
-            state = "frozen" if self._frozen else "closed"
-            raise IllegalStateError(f"{operation} on snapshot {self._snapshot_id}: it is {state}")
 
     def append(self, data: bytes | memoryview) -> None:
         self._check_open("append")
@@ -175,9 +193,7 @@ class MemoryRawSnapshotWriter:
         reader = MemoryRawSnapshotReader(self._snapshot_id, bytes(self._buffer))
         self._buffer = bytearray()
         self._frozen = True
-        if self._on_freeze is not None:
-            self._on_freeze(reader)
-        return reader
+        return self._publish(reader)
 
     def close(self) -> None:
         if not self._frozen:
@@ -281,7 +297,7 @@ class FileRawSnapshotReader:
         return f"FileRawSnapshotReader({self.path}, size={self._size})"
 
 
-class FileRawSnapshotWriter:
+class FileRawSnapshotWriter(_WriterState):
     """A snapshot written to ``<id>.checkpoint.part`` and frozen by fsync and rename.
 
     Freezing: fsync the file, make it read-only, rename it to ``<id>.checkpoint`` (atomic), fsync
@@ -289,20 +305,16 @@ class FileRawSnapshotWriter:
     ``.part`` file. A crash leaves at most a ``.part`` file, which recovery removes.
     """
 
-    __slots__ = ("_closed", "_fd", "_frozen", "_on_freeze", "_size", "_snapshot_id",
-                 "directory", "path")
+    __slots__ = ("_fd", "_size", "directory", "path")
 
     def __init__(
         self, directory: Path, snapshot_id: OffsetAndEpoch, fd: int, on_freeze: OnFreeze | None
     ) -> None:
+        super().__init__(snapshot_id, on_freeze)
         self.directory = directory
         self.path = snapshot_path(directory, snapshot_id, PART_SUFFIX)
-        self._snapshot_id = snapshot_id
         self._fd = fd
-        self._on_freeze = on_freeze
         self._size = 0
-        self._frozen = False
-        self._closed = False
 
     @classmethod
     def create(
@@ -325,21 +337,11 @@ class FileRawSnapshotWriter:
         return cls(directory, snapshot_id, fd, on_freeze)
 
     @property
-    def snapshot_id(self) -> OffsetAndEpoch:
-        return self._snapshot_id
-
-    @property
     def size_in_bytes(self) -> int:
         return self._size
 
-    @property
-    def is_frozen(self) -> bool:
-        return self._frozen
-
-    def _check_open(self, operation: str) -> None:
-        if self._frozen or self._closed:
-            state = "frozen" if self._frozen else "closed"
-            raise IllegalStateError(f"{operation} on snapshot {self.path}: it is {state}")
+    def _name(self) -> str:
+        return f"snapshot {self.path}"
 
     def append(self, data: bytes | memoryview) -> None:
         self._check_open("append")
@@ -368,10 +370,7 @@ class FileRawSnapshotWriter:
             if not self._frozen:
                 self._abandon_quietly()
             raise StorageError(f"cannot freeze the snapshot {self.path}: {exc}") from exc
-        reader = FileRawSnapshotReader.open(self.directory, self._snapshot_id)
-        if self._on_freeze is not None:
-            self._on_freeze(reader)
-        return reader
+        return self._publish(FileRawSnapshotReader.open(self.directory, self._snapshot_id))
 
     def _abandon_quietly(self) -> None:
         """Abandon after a failure that is already being reported."""

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 from kraft.errors import CorruptRecordError, CorruptSnapshotError, StorageError
-from kraft.record.batch import RecordBatch, iter_batches
+from kraft.record.batch import LOG_OVERHEAD, RecordBatch, iter_batches, read_batch
 from kraft.record.control import (
     ControlMessage,
     ControlRecordType,
@@ -34,7 +34,7 @@ from kraft.record.typed import Batch, decode_batch
 from kraft.snapshot.files import SNAPSHOT_SUFFIX, parse_snapshot_file_name
 from kraft.snapshot.raw import FileRawSnapshotReader, RawSnapshotReader
 
-__all__ = ["SnapshotReader", "read_snapshot_file"]
+__all__ = ["SnapshotReader", "read_snapshot_file", "read_snapshot_header"]
 
 T = TypeVar("T")
 
@@ -227,3 +227,19 @@ def read_snapshot_file(
         snapshot_id = parsed[0]
     raw = FileRawSnapshotReader.open_path(path, snapshot_id)
     return SnapshotReader(raw, serde, owns_raw=True)
+
+
+def read_snapshot_header(raw: RawSnapshotReader) -> SnapshotHeaderRecord:
+    """The header of a frozen snapshot, from its first batch alone (no full validation: for
+    the cleaner's age check). ``CorruptSnapshotError`` if that batch is not a header."""
+    try:
+        head = raw.read(0, LOG_OVERHEAD)
+        length = LOG_OVERHEAD + int.from_bytes(head[8:12], "big", signed=True)
+        first = read_batch(raw.read(0, length))
+        records = control_records(first) if first.is_control else []
+    except (CorruptRecordError, ValueError) as exc:
+        raise CorruptSnapshotError(f"snapshot {raw.snapshot_id}: no readable header: {exc}"
+                                   ) from exc
+    if records and isinstance(records[0][1], SnapshotHeaderRecord):
+        return records[0][1]
+    raise CorruptSnapshotError(f"snapshot {raw.snapshot_id}: the first batch is not a header")

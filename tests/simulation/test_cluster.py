@@ -6,9 +6,6 @@ about one deterministic run (times below are simulated milliseconds, not wall-cl
 
 from __future__ import annotations
 
-import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +20,6 @@ from kraft.simulation import (
     SimulationError,
     read_events,
 )
-
-DOCS = Path(__file__).resolve().parents[2] / "docs"
-DOC_BLOCKS = re.findall(r"```python\n(.*?)```", (DOCS / "simulation.md").read_text(), re.S)
-
 
 
 # ---------------------------------------------------------------------------------------------
@@ -68,26 +61,6 @@ def data(node_records: list[Any]) -> list[Any]:
 
 def events_of(path: Path, kind: str) -> list[Event]:
     return [e for e in read_events(path) if e.kind == kind]
-
-
-# ---------------------------------------------------------------------------------------------
-# The documentation's examples
-# ---------------------------------------------------------------------------------------------
-def test_the_simulation_guide_has_examples() -> None:
-    """The extraction below found the page's examples (not zero by accident)."""
-    assert len(DOC_BLOCKS) >= 4
-
-
-@pytest.mark.parametrize("index", range(len(DOC_BLOCKS)))
-def test_simulation_guide_example_runs(index: int, tmp_path: Path) -> None:
-    """Example ``index`` of docs/simulation.md exits 0 (its own asserts hold)."""
-    script = tmp_path / f"example_{index}.py"
-    script.write_text(DOC_BLOCKS[index])
-    result = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=120,
-        cwd=tmp_path, check=False,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
 
 
 # ---------------------------------------------------------------------------------------------
