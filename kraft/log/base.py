@@ -115,6 +115,7 @@ class LogBase(ABC):
         #: Frozen snapshots by id, and their ids sorted by offset.
         self._snapshots: dict[OffsetAndEpoch, RawSnapshotReader] = {}
         self._snapshot_ids: list[OffsetAndEpoch] = []
+        self._retired: list[RawSnapshotReader] = []
         self.retention = retention or SnapshotRetention()
 
     # Provided by subclasses: where the bytes live.
@@ -216,6 +217,24 @@ class LogBase(ABC):
 
     def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch:
         return self._epochs.end_offset_for(epoch, self.log_end_offset, self._start_epoch())
+
+    def _epoch_floor(self) -> int | None:
+        """The lowest epoch an append may carry: the log's latest, or once the log was emptied
+        onto a snapshot, that snapshot's (None for an empty log from offset 0)."""
+        latest = self._epochs.latest_epoch
+        if latest is not None:
+            return latest
+        earliest = self.earliest_snapshot_id
+        if earliest is not None and earliest.offset == self.log_start_offset > 0:
+            return earliest.epoch
+        return None
+
+    def _check_leader_epoch(self, epoch: int) -> None:
+        floor = self._epoch_floor()
+        if floor is not None and epoch < floor:
+            raise InvalidAppendError(
+                f"epoch {epoch} is below the log's latest epoch {floor}"
+            )
 
     def _start_epoch(self) -> int:
         """The epoch before the log start: that of the snapshot there, or 0."""
@@ -342,9 +361,17 @@ class LogBase(ABC):
         return True
 
     def _drop_snapshot(self, snapshot_id: OffsetAndEpoch) -> None:
-        self._snapshots.pop(snapshot_id).close()
+        # A reader handed out (a FetchSnapshot transfer, a listener's load) keeps reading:
+        # it is closed with the log, not here.
+        self._retired.append(self._snapshots.pop(snapshot_id))
         self._snapshot_ids.remove(snapshot_id)
         self._delete_snapshot(snapshot_id)
+
+    def _close_snapshots(self) -> None:
+        """Close every snapshot reader, live or retired (the log closes)."""
+        for reader in [*self._snapshots.values(), *self._retired]:
+            reader.close()
+        self._retired.clear()
 
     def delete_before_snapshot(self, snapshot_id: OffsetAndEpoch) -> bool:
         """Move the log start up to the snapshot ``snapshot_id`` (which must exist and be at or
@@ -412,7 +439,7 @@ class LogBase(ABC):
             too_many = len(above) > policy.retained_snapshots
             too_big = (policy.retention_bytes is not None
                        and self.size_in_bytes() > policy.retention_bytes)
-            too_old = (policy.retention_ms is not None and at_start
+            too_old = (policy.retention_ms is not None
                        and now_ms - _snapshot_timestamp(self._snapshots[above[0]])
                        > policy.retention_ms)
             if not (too_many or too_big or too_old):

@@ -152,7 +152,12 @@ class FileLog(LogBase):
         for leftover in clean_snapshot_directory(self.directory):
             logger.info("recovery: removed %s", leftover)
         start = max(_read_offset_file(self.directory / LOG_START), self._segments[0].base_offset)
-        for snapshot_id in list_snapshots(self.directory):
+        snapshots = list_snapshots(self.directory)
+        if start > 0 and all(s.offset != start for s in snapshots):
+            # A log past 0 starts at a snapshot: a damaged log-start file (read as 0, so the
+            # first segment's base counts) is corrected up to the next snapshot.
+            start = next((s.offset for s in snapshots if s.offset > start), start)
+        for snapshot_id in snapshots:
             if snapshot_id.offset < start:
                 logger.info("recovery: deleting snapshot %s below the log start %d",
                             snapshot_id, start)
@@ -413,6 +418,7 @@ class FileLog(LogBase):
         control: bool = False,
     ) -> LogAppendInfo:
         self._check_open()
+        self._check_leader_epoch(epoch)
         base = self.log_end_offset
         data = encode_batch(base, epoch, records, timestamp_ms=timestamp_ms, control=control)
         last = base + len(records) - 1
@@ -422,14 +428,14 @@ class FileLog(LogBase):
 
     def append_encoded(self, data: bytes) -> LogAppendInfo:
         self._check_open()
-        batch = check_encoded_batch(data, self.log_end_offset, self._epochs.latest_epoch)
+        batch = check_encoded_batch(data, self.log_end_offset, self._epoch_floor())
         self._assign_epoch(batch.partition_leader_epoch, batch.base_offset)
         self._append_batches(data, [(batch.last_offset, 0, len(data))])
         return LogAppendInfo(batch.base_offset, batch.last_offset)
 
     def append_as_follower(self, batches: Buffer) -> LogAppendInfo:
         self._check_open()
-        views = validate_follower_batches(batches, self.log_end_offset, self._epochs.latest_epoch)
+        views = validate_follower_batches(batches, self.log_end_offset, self._epoch_floor())
         for batch in views:
             self._assign_epoch(batch.partition_leader_epoch, batch.base_offset)
         data = batches if isinstance(batches, memoryview) else memoryview(batches)
@@ -637,10 +643,6 @@ class FileLog(LogBase):
         """Flush, persist the recovery point and release the directory."""
         if self._closed:
             return
-        for snapshot_id in self.snapshot_ids():
-            reader = self.read_snapshot(snapshot_id)
-            if reader is not None:
-                reader.close()
         self.flush()
         for segment in self._segments:
             segment.flush(index=True)
@@ -656,6 +658,7 @@ class FileLog(LogBase):
             self._release()
 
     def _release(self) -> None:
+        self._close_snapshots()
         for segment in self._segments:
             segment.close()
         os.close(self._lock_fd)

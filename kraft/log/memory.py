@@ -66,6 +66,7 @@ class MemoryLog(LogBase):
         timestamp_ms: int,
         control: bool = False,
     ) -> LogAppendInfo:
+        self._check_leader_epoch(epoch)
         base = self._end_offset
         # Encode first: a batch that cannot be encoded (no records) must not leave its epoch
         # in the cache (FileLog does the same).
@@ -75,13 +76,13 @@ class MemoryLog(LogBase):
         return LogAppendInfo(base, base + len(records) - 1)
 
     def append_encoded(self, data: bytes) -> LogAppendInfo:
-        batch = check_encoded_batch(data, self._end_offset, self._epochs.latest_epoch)
+        batch = check_encoded_batch(data, self._end_offset, self._epoch_floor())
         self._epochs.assign(batch.partition_leader_epoch, batch.base_offset)
         self._add(bytes(data), batch.base_offset, batch.last_offset)
         return LogAppendInfo(batch.base_offset, batch.last_offset)
 
     def append_as_follower(self, batches: Buffer) -> LogAppendInfo:
-        views = validate_follower_batches(batches, self._end_offset, self._epochs.latest_epoch)
+        views = validate_follower_batches(batches, self._end_offset, self._epoch_floor())
         first = views[0].base_offset
         for batch in views:
             self._epochs.assign(batch.partition_leader_epoch, batch.base_offset)
@@ -165,6 +166,9 @@ class MemoryLog(LogBase):
         self._end_offset = self._last_offsets[-1] + 1 if self._batches else self._start_offset
         self._epochs.truncate_from_end(self._end_offset)
         self._high_watermark = self._start_offset
+        # A snapshot is durable once frozen; if the crash left the log behind it (records
+        # not flushed yet), restart from it, as FileLog's recovery does.
+        self.truncate_to_latest_snapshot()
 
     # -- snapshots: kept in memory, durable once frozen -------------------------------------
     def _new_snapshot_writer(self, snapshot_id: OffsetAndEpoch) -> RawSnapshotWriter:
@@ -200,3 +204,4 @@ class MemoryLog(LogBase):
 
     def close(self) -> None:
         self.flush()
+        self._close_snapshots()
