@@ -18,8 +18,8 @@ from kraft.simulation.scenario import RunResult, load_scenarios, run_scenario
 
 SIMULATIONS = Path(__file__).resolve().parents[2] / "simulations"
 
-#: Seeds per scenario in ``make test`` (300 runs, about 45 s on two cores; a long_follower_isolation
-#: or chaos run takes about 1 s, the others 0.03-0.15 s), and how many one test runs.
+#: Seeds per scenario in ``make test`` (375 runs; a chaos, storm or long_follower_isolation run
+#: takes 1-7 s, the others 0.05-0.5 s), and how many one test runs.
 CI_SEEDS = {
     "initial_election": 60,
     "leader_failure": 25,
