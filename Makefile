@@ -11,16 +11,23 @@ install: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[dev,spark]'
 	touch $@
 
-# The main job, for now: format a data directory, write a log, reopen (recover) it, dump it;
-# run a three-node quorum of real Raft clients in memory (election, replication, failover);
-# then sweep every simulation scenario over a few seeds (event logs in $(RUN_DIR)/sim).
+# The main job: format a data directory, write a log, reopen (recover) it, dump it; run a
+# three-node quorum of real Raft clients in memory (election, replication, failover); then
+# sweep a catalogue of fault scenarios over tens of seeds (event logs in $(RUN_DIR)/sim) and
+# analyse the logs on local Spark (report in $(RUN_DIR)/report/report.md).
+RUN_SCENARIOS ?= leader_failure leader_partitioned_away lossy_network all_nodes_killed \
+	rolling_restarts asymmetric_partition
+RUN_SEEDS ?= 1-30
 run: install
 	$(PY) examples/storage_demo.py --dir $(RUN_DIR)/storage-demo
 	$(PY) examples/raft_in_memory.py
-	$(VENV)/bin/kraft sim sweep --scenario all --seeds 1-5 --jobs 2 --out $(RUN_DIR)/sim
+	rm -rf $(RUN_DIR)/sim
+	$(VENV)/bin/kraft sim sweep --scenario $(RUN_SCENARIOS) --seeds $(RUN_SEEDS) --jobs 2 \
+		--no-message-events --out $(RUN_DIR)/sim
+	$(VENV)/bin/kraft analyze $(RUN_DIR)/sim --out $(RUN_DIR)/report --master 'local[2]'
 
 # The simulation sweep of the issue's bar: every scenario, 200 seeds, no message events.
 sim-sweep: install
@@ -42,6 +49,7 @@ bench: install
 	$(PY) tests/benchmarks/bench_log.py --quick
 	$(PY) tests/benchmarks/bench_raft.py
 	$(PY) tests/benchmarks/bench_sim.py
+	$(PY) tests/benchmarks/bench_analysis.py --events 2000000
 
 clean:
 	rm -rf $(RUN_DIR) bench-data .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,159 @@
+"""The event log (schema v1, docs/simulation.md) as a Spark DataFrame.
+
+The schema is written out, never inferred: inference reads every file twice and guesses types
+from whatever lines it sees (a ``details`` key that one run never writes would vanish). A field
+at its default is not written in the file; :func:`load_events` puts the default (-1) back, so
+every job can compare integers without null checks. ``details`` keeps the keys the kinds of
+schema v1 define, each typed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from kraft.analysis.session import require_pyspark
+
+__all__ = [
+    "EVENTS_FILE",
+    "EVENT_SCHEMA_DDL",
+    "NOT_FOUND_HINT",
+    "STATE_KINDS",
+    "find_event_logs",
+    "is_parquet_dir",
+    "load_events",
+    "project",
+]
+
+#: The event log's name in a run directory (``kraft.simulation.scenario.EVENTS_FILE``).
+EVENTS_FILE = "events.jsonl"
+
+#: Every ``details`` key of schema v1, by the kinds that write it.
+_DETAILS_DDL = ", ".join([
+    # run_started
+    "voters: INT", "observers: INT",
+    "config: STRUCT<election_timeout_ms: BIGINT, fetch_timeout_ms: BIGINT, "
+    "append_linger_ms: BIGINT, fetch_max_wait_ms: BIGINT>",
+    # node_started, state_changed
+    "incarnation: INT", "from_role: STRING", "from_epoch: INT",
+    # vote_granted, vote_refused
+    "pre_vote: BOOLEAN", "error_code: INT",
+    # message_dropped
+    "reason: STRING",
+    # fault_injected, fault_healed, fault_suppressed
+    "fault: STRING", "index: INT", "targets: ARRAY<INT>", "groups: ARRAY<ARRAY<INT>>",
+    "sources: ARRAY<INT>", "destinations: ARRAY<INT>", "`drop`: DOUBLE", "duplicate: DOUBLE",
+    "reorder: DOUBLE", "latency_ms: ARRAY<BIGINT>",
+    # invariant_violated, expectation_failed, invariants_checked, run_error, run_finished
+    "invariant: STRING", "nodes: ARRAY<INT>", "message: STRING", "checks: BIGINT",
+    "violations: INT", "error: STRING", "events: BIGINT", "faults: INT",
+    # snapshot_created, snapshot_loaded
+    "snapshot_epoch: INT", "value: BIGINT", "log_start_offset: BIGINT",
+])
+
+#: The event-log schema v1 as a Spark DDL string (the field order of the file).
+EVENT_SCHEMA_DDL = (
+    "v INT, run_id STRING, seed BIGINT, scenario STRING, time_ms BIGINT, seq BIGINT, "
+    "kind STRING, node INT, epoch INT, leader INT, role STRING, log_end_offset BIGINT, "
+    "high_watermark BIGINT, offset BIGINT, base_offset BIGINT, checksum BIGINT, count INT, "
+    f"latency_ms BIGINT, peer INT, message STRING, details STRUCT<{_DETAILS_DDL}>"
+)
+
+#: The top-level fields whose default is -1 (absent from a line when at the default).
+_MINUS_ONE_DEFAULTS = (
+    "node", "epoch", "leader", "log_end_offset", "high_watermark", "offset", "base_offset",
+    "checksum", "count", "latency_ms", "peer",
+)
+
+#: The kinds that carry a node's state right after the event (docs/simulation.md, *state*).
+STATE_KINDS = (
+    "node_started", "state_changed", "vote_granted", "vote_refused", "append_accepted",
+)
+
+NOT_FOUND_HINT = (
+    "expected a sweep directory (<scenario>/seed-<N>/events.jsonl), a run directory "
+    "(events.jsonl), or a Parquet directory of events (kraft analyze --save-events)"
+)
+
+
+def is_parquet_dir(path: Path) -> bool:
+    """Whether ``path`` is a directory of Parquet files (as Spark writes them)."""
+    return path.is_dir() and any(path.glob("*.parquet"))
+
+
+def find_event_logs(source: Path) -> list[Path]:
+    """Every ``events.jsonl`` under ``source``, sorted: the file itself, a run directory, a
+    sweep directory (``<scenario>/seed-<N>/``) or any tree holding run directories."""
+    if source.is_file():
+        return [source]
+    if (source / EVENTS_FILE).is_file():
+        return [source / EVENTS_FILE]
+    sweep_layout = sorted(source.glob(f"*/seed-*/{EVENTS_FILE}"))
+    return sweep_layout or sorted(source.rglob(EVENTS_FILE))
+
+
+def load_events(spark: Any, source: str | Path | Sequence[str], fmt: str = "auto") -> Any:
+    """The events of ``source`` as a DataFrame with the columns of :data:`EVENT_SCHEMA_DDL`,
+    defaults filled in, and lines that are not events (no ``run_id`` or ``kind``) left out.
+
+    ``source`` is a local path (see :func:`find_event_logs`; a Parquet directory is read as
+    Parquet), a URI or glob Spark can read (``hdfs://.../*/seed-*/events.jsonl``), or a list
+    of paths. ``fmt``: ``auto``, ``json`` or ``parquet``. Raises ``FileNotFoundError`` when a
+    local ``source`` holds no event log.
+    """
+    require_pyspark()
+    from pyspark.sql import functions as sf
+
+    paths: list[str]
+    if isinstance(source, (str, Path)) and "://" not in str(source):
+        local = Path(source)
+        if fmt == "parquet" or (fmt == "auto" and is_parquet_dir(local)):
+            fmt, paths = "parquet", [str(local)]
+        else:
+            files = find_event_logs(local) if local.exists() else []
+            if not files:
+                raise FileNotFoundError(f"no event log in {local}: {NOT_FOUND_HINT}")
+            fmt, paths = "json", [str(path) for path in files]
+    else:
+        paths = [str(source)] if isinstance(source, (str, Path)) else [str(s) for s in source]
+        fmt = "json" if fmt == "auto" else fmt
+
+    if fmt == "parquet":
+        frame = spark.read.schema(EVENT_SCHEMA_DDL).parquet(*paths)
+    else:
+        # PERMISSIVE: a torn last line (a run killed mid-write) becomes a row of nulls, which
+        # the filter below drops, instead of failing the whole job.
+        frame = spark.read.schema(EVENT_SCHEMA_DDL).option("mode", "PERMISSIVE").json(paths)
+    frame = frame.where(sf.col("run_id").isNotNull() & sf.col("kind").isNotNull())
+    return frame.select(*[
+        sf.coalesce(sf.col(name), sf.lit(-1)).cast(_type_of(name)).alias(name)
+        if name in _MINUS_ONE_DEFAULTS else sf.col(name)
+        for name in frame.columns
+    ])
+
+
+def _type_of(name: str) -> str:
+    return "int" if name in ("node", "epoch", "leader", "count", "peer") else "bigint"
+
+
+#: The ``details`` keys the analysis reads (the others stay in the files).
+_DETAILS_READ = ("voters", "observers", "from_role", "fault", "index", "targets")
+
+
+def project(events: Any) -> Any:
+    """The columns the analysis reads, ``details`` cut down to the keys it uses: what is worth
+    caching (message events then cost little more than their ``kind``)."""
+    require_pyspark()
+    from pyspark.sql import functions as sf
+
+    details = sf.struct(
+        *[sf.col(f"details.{key}").alias(key) for key in _DETAILS_READ],
+        sf.struct(sf.col("details.config.election_timeout_ms").alias("election_timeout_ms"))
+        .alias("config"),
+    )
+    return events.select(
+        "run_id", "seed", "scenario", "time_ms", "seq", "kind", "node", "epoch", "role",
+        "high_watermark", "offset", "base_offset", "checksum", "count", "latency_ms",
+        details.alias("details"),
+    )

@@ -1,0 +1,264 @@
+"""The analysis job: event logs in, Parquet tables, ``report.md`` and a summary out.
+
+The same code runs three ways:
+
+- ``kraft analyze RUNS_DIR --out REPORT_DIR`` (embedded local Spark, ``local[*]``);
+- ``kraft analyze ... --master spark://host:7077`` (this process is the driver of a cluster);
+- ``spark-submit --master spark://host:7077 $(python -m kraft.analysis.job --path) RUNS_DIR
+  --out REPORT_DIR``: this file, unchanged, as the application.
+
+Only DataFrame code runs on the executors (no Python UDF), so they need Spark and nothing of
+kraft; the driver needs kraft and the ``spark`` extra. Paths must be readable by the driver and
+every executor (one machine, a shared file system, or a URI such as ``hdfs://``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kraft.analysis import metrics, safety
+from kraft.analysis.events import load_events, project
+from kraft.analysis.report import SUMMARY_COLUMNS, ReportData, format_table, write_report
+from kraft.analysis.session import DEFAULT_MASTER, SparkUnavailableError, spark_session
+
+__all__ = ["TABLES", "AnalysisResult", "add_arguments", "analyze", "main"]
+
+Progress = Callable[[str], None]
+
+#: The Parquet tables written under ``REPORT_DIR/tables``, with what a row is.
+TABLES: dict[str, str] = {
+    "runs": "one run: shape, events, first leader, elections, unavailability, throughput",
+    "elections": "one node becoming leader: epoch, when, campaign length",
+    "faults": "one injected fault: kind, targets, time until a leader commits again",
+    "unavailability": "one window without a leader commit while the workload appended",
+    "commit_latency": "latency percentiles by scenario, voters and scope (leader, voters)",
+    "recovery_by_fault": "recovery percentiles by fault kind",
+    "recovery_by_scenario": "recovery percentiles by scenario and fault kind",
+    "by_scenario": "the summary per scenario",
+    "by_cluster_size": "elections, latency and throughput by number of voters",
+    "violations": "one safety violation found in the logs",
+}
+
+#: How many rows of violations and windows the report lists.
+_LISTED = 20
+
+
+@dataclass(frozen=True)
+class AnalysisResult:
+    """What :func:`analyze` found and wrote."""
+
+    events: int
+    runs: int
+    violations: int
+    summary: Sequence[Mapping[str, Any]]
+    report: Path
+    elapsed_s: float
+
+    @property
+    def events_per_s(self) -> float:
+        return self.events / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The job's arguments (``kraft analyze`` and ``spark-submit job.py`` take the same)."""
+    parser.add_argument("runs_dir", metavar="RUNS_DIR",
+                        help="a sweep directory (<scenario>/seed-<N>/events.jsonl), a run "
+                             "directory, a Parquet directory of events, or a URI")
+    parser.add_argument("--out", metavar="REPORT_DIR", type=Path, default=Path("report"),
+                        help="where report.md, plots/ and tables/ go (default: report)")
+    parser.add_argument("--master", metavar="URL", default=None,
+                        help=f"local[N], local[*] or spark://host:port (default: "
+                             f"{DEFAULT_MASTER}, or what spark-submit set)")
+    parser.add_argument("--format", choices=("auto", "json", "parquet"), default="auto",
+                        help="the input format (default: auto, Parquet for a directory of "
+                             "Parquet files)")
+    parser.add_argument("--save-events", action="store_true",
+                        help="first convert the events to Parquet in REPORT_DIR/events, then "
+                             "analyse that (a later run can read it, much faster than JSON)")
+    parser.add_argument("--gap-ms", type=int, default=metrics.DEFAULT_MIN_GAP_MS, metavar="MS",
+                        help="a commit gap this long while the workload appends is "
+                             f"unavailability (default: {metrics.DEFAULT_MIN_GAP_MS})")
+    parser.add_argument("--timeline-run", metavar="RUN_ID", default=None,
+                        help="the run whose role timeline to draw, e.g. chaos/7 (default: "
+                             "the run with the most elections)")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+
+
+def _rows(frame: Any) -> list[dict[str, Any]]:
+    return [row.asDict() for row in frame.collect()]
+
+
+def analyze(
+    spark: Any,
+    source: str,
+    out_dir: Path,
+    *,
+    fmt: str = "auto",
+    save_events: bool = False,
+    min_gap_ms: int = metrics.DEFAULT_MIN_GAP_MS,
+    timeline_run: str | None = None,
+    progress: Progress | None = None,
+) -> AnalysisResult:
+    """Run the whole analysis of ``source`` on ``spark``; write ``out_dir``.
+
+    Raises ``FileNotFoundError`` when a local ``source`` holds no event log.
+    """
+    say = progress or (lambda _message: None)
+    started = time.perf_counter()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tables_dir = out_dir / "tables"
+
+    def step(message: str) -> None:
+        say(f"[{time.perf_counter() - started:6.1f} s] {message}")
+
+    step(f"reading {source}")
+    raw = load_events(spark, source, fmt)
+    if save_events:
+        step(f"converting the events to Parquet in {out_dir / 'events'}")
+        raw.write.mode("overwrite").parquet(str(out_dir / "events"))
+        raw = load_events(spark, str(out_dir / "events"), "parquet")
+    events = project(raw).cache()
+    total = events.count()
+    step(f"{total:,} events read and cached; computing run metrics")
+
+    runs = metrics.run_info(events).cache()
+    elections = metrics.elections(events).cache()
+    recoveries = metrics.fault_recovery(events).cache()
+    windows = metrics.unavailability(events, min_gap_ms).cache()
+    batches = metrics.committed_batches(events, runs).cache()
+    table = metrics.run_table(runs, elections, windows, batches, recoveries).cache()
+    run_count = table.count()
+    step(f"{run_count} runs; checking safety across nodes")
+    violations = safety.violations(events).cache()
+    violation_counts = {r["check"]: int(r["n"]) for r in
+                        _rows(violations.groupBy("check").count().withColumnRenamed("count", "n"))}
+
+    step("aggregating by scenario, cluster size and fault kind")
+    latency = metrics.commit_latency(batches)
+    frames: dict[str, Any] = {
+        "runs": table,
+        "elections": elections,
+        "faults": recoveries,
+        "unavailability": windows,
+        "commit_latency": latency,
+        "recovery_by_fault": metrics.by_fault(recoveries),
+        "recovery_by_scenario": metrics.by_fault(recoveries, ("scenario", "fault")),
+        "by_scenario": metrics.by_scenario(
+            table, metrics.commit_latency(batches, ("scenario",)), violations),
+        "by_cluster_size": metrics.by_cluster_size(table),
+        "violations": violations,
+    }
+    step(f"writing Parquet tables to {tables_dir}")
+    for name, frame in frames.items():
+        frame.write.mode("overwrite").parquet(str(tables_dir / name))
+
+    step("collecting the aggregates and drawing the plots")
+    read = {name: spark.read.parquet(str(tables_dir / name)) for name in frames}
+    chosen = timeline_run or _most_eventful_run(read["runs"])
+    timeline, timeline_faults = _timeline(events, chosen) if chosen else ([], [])
+    data = ReportData(
+        source=source,
+        master=str(spark.sparkContext.master),
+        runs=run_count,
+        events=total,
+        elapsed_s=0.0,
+        by_scenario=_rows(read["by_scenario"].orderBy("scenario")),
+        by_cluster_size=_rows(read["by_cluster_size"].orderBy("voters")),
+        commit_latency=_rows(read["commit_latency"].orderBy("scenario", "voters", "scope")),
+        recovery_by_fault=_rows(read["recovery_by_fault"].orderBy("fault")),
+        longest_windows=_rows(read["unavailability"]
+                              .orderBy(read["unavailability"]["duration_ms"].desc(), "run_id")
+                              .limit(_LISTED)),
+        violation_counts=violation_counts,
+        violations=_rows(read["violations"].orderBy("run_id", "time_ms", "check")
+                         .limit(_LISTED)),
+        election_histogram=_rows(metrics.election_histogram(read["elections"])),
+        commit_cdf=_rows(metrics.commit_latency_cdf(batches)),
+        timeline_run=chosen,
+        timeline=timeline,
+        timeline_faults=timeline_faults,
+        tables=TABLES,
+    )
+    data.elapsed_s = time.perf_counter() - started
+    report = write_report(data, out_dir)
+    for frame in (events, runs, elections, recoveries, windows, batches, table, violations):
+        frame.unpersist()
+    elapsed = time.perf_counter() - started
+    step(f"done: {report}")
+    return AnalysisResult(
+        events=total, runs=run_count, violations=sum(violation_counts.values()),
+        summary=data.by_scenario, report=report, elapsed_s=elapsed,
+    )
+
+
+def _most_eventful_run(runs: Any) -> str | None:
+    first = runs.orderBy(runs["elections"].desc(), runs["faults"].desc(), "run_id").first()
+    return None if first is None else str(first["run_id"])
+
+
+def _timeline(events: Any, run_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The states and the faults of one run (a few hundred rows: the run's role changes)."""
+    from pyspark.sql import functions as sf
+
+    one = events.where(sf.col("run_id") == run_id)
+    states = one.where(sf.col("kind") == "state_changed").select(
+        "seq", "time_ms", "node", "role").orderBy("seq")
+    faults = one.where(sf.col("kind") == "fault_injected").select(
+        "seq", "time_ms", sf.col("details.fault").alias("fault")).orderBy("seq")
+    return _rows(states), _rows(faults)
+
+
+def summary_text(result: AnalysisResult) -> str:
+    """The table printed at the end, and where the report is."""
+    return (
+        format_table(result.summary, SUMMARY_COLUMNS)
+        + f"\n{result.runs} runs, {result.events:,} events in {result.elapsed_s:.1f} s "
+        f"({result.events_per_s:,.0f} events/s), {result.violations} safety violations"
+        + f"\nreport: {result.report}"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the job for parsed :func:`add_arguments` arguments: 0, or 1 if the logs show a
+    safety violation. Raises ``FileNotFoundError`` for a source without event logs."""
+
+    def say(message: str) -> None:
+        print(f"analyze: {message}", file=sys.stderr, flush=True)
+
+    progress = None if args.quiet else say
+    spark = spark_session(args.master, progress=not args.quiet and sys.stderr.isatty())
+    result = analyze(
+        spark, str(args.runs_dir), args.out, fmt=args.format, save_events=args.save_events,
+        min_gap_ms=args.gap_ms, timeline_run=args.timeline_run, progress=progress,
+    )
+    print(summary_text(result))
+    return 1 if result.violations else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The ``spark-submit`` entry point (and ``python -m kraft.analysis.job``).
+    ``--path`` prints this file's path, for ``spark-submit``."""
+    if argv is None:
+        argv = sys.argv[1:]
+    if list(argv) == ["--path"]:
+        print(Path(__file__).resolve())
+        return 0
+    parser = argparse.ArgumentParser(prog="kraft.analysis.job",
+                                     description="Spark analysis of kraft simulation logs.")
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except (FileNotFoundError, SparkUnavailableError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2 if isinstance(exc, FileNotFoundError) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""Benchmark of the Spark analysis: events per second on local Spark, JSON Lines vs Parquet
+(issue 7, item 5).
+
+The input: a real sweep (scenarios x seeds, message events on), replicated under new run ids
+(``seed`` + k x 100000 in ``run_id`` and ``seed``) until it holds ``--events`` events. Then the
+whole job (:func:`kraft.analysis.job.analyze`: metrics, safety checks, tables, plots, report)
+runs on the JSON Lines, then once more on the same events converted to Parquet. The Spark
+session is started (and warmed on the base sweep) before timing. Files go to ``--dir`` and
+are deleted at the end.
+
+Run: ``.venv/bin/python tests/benchmarks/bench_analysis.py [--events N] [--master local[2]]``
+(``make bench`` runs it with 2 million events). Not collected by pytest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import time
+from pathlib import Path
+
+from kraft.analysis import spark_session
+from kraft.analysis.job import analyze
+from kraft.simulation.sweep import sweep
+
+SCENARIOS = ("leader_failure", "lossy_network", "rolling_restarts", "long_follower_isolation")
+
+
+def replicate(base: Path, out: Path, events: int) -> int:
+    """Copy the runs of ``base`` under new run ids into ``out`` until ``events`` events;
+    the number written."""
+    logs = sorted(base.glob("*/seed-*/events.jsonl"))
+    written, copy = 0, 0
+    while written < events:
+        for log in logs:
+            scenario, seed = log.parent.parent.name, int(log.parent.name.removeprefix("seed-"))
+            new_seed = seed + copy * 100_000
+            data = log.read_bytes().replace(
+                f'"run_id":"{scenario}/{seed}","seed":{seed},'.encode(),
+                f'"run_id":"{scenario}/{new_seed}","seed":{new_seed},'.encode(),
+            )
+            target = out / scenario / f"seed-{new_seed}" / "events.jsonl"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+            written += data.count(b"\n")
+            if written >= events:
+                break
+        copy += 1
+    return written
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=10_000_000)
+    parser.add_argument("--seeds", default="1-10", help="seeds of the base sweep")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--dir", type=Path, default=Path("/tmp/kraft-bench-analysis"))
+    parser.add_argument("--keep", action="store_true", help="do not delete --dir at the end")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    shutil.rmtree(args.dir, ignore_errors=True)
+    base, runs = args.dir / "base", args.dir / "runs"
+    try:
+        started = time.perf_counter()
+        sweep(list(SCENARIOS), list(_seeds(args.seeds)), base, jobs=2)
+        total = replicate(base, runs, args.events)
+        generated_s = time.perf_counter() - started
+        size = sum(p.stat().st_size for p in runs.rglob("events.jsonl"))
+        spark = spark_session(args.master)
+        analyze(spark, str(base), args.dir / "warm")   # JVM warm-up, not timed
+        json_run = analyze(spark, str(runs), args.dir / "report-json")
+        started = time.perf_counter()
+        converted = args.dir / "report-parquet"
+        parquet_run = analyze(spark, str(runs), converted, save_events=True)
+        convert_and_analyze_s = time.perf_counter() - started
+        parquet_only = analyze(spark, str(converted / "events"), args.dir / "report-parquet2")
+        results = {
+            "events": total,
+            "json_bytes": size,
+            "generated_s": round(generated_s, 1),
+            "master": args.master,
+            "json": {"s": round(json_run.elapsed_s, 1), "events_per_s": round(
+                json_run.events_per_s)},
+            "json_to_parquet_then_analyze": {"s": round(convert_and_analyze_s, 1)},
+            "parquet": {"s": round(parquet_only.elapsed_s, 1),
+                        "events_per_s": round(parquet_only.events_per_s)},
+        }
+        assert json_run.events == parquet_run.events == parquet_only.events == total
+        spark.stop()
+    finally:
+        if not args.keep:
+            shutil.rmtree(args.dir, ignore_errors=True)
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return
+    print(f"analysis: {total:,} events ({size / 1e6:,.0f} MB of JSON Lines) on {args.master}")
+    print(f"  JSON Lines  {results['json']['s']:>7} s  {results['json']['events_per_s']:>10,} "
+          "events/s")
+    print(f"  Parquet     {results['parquet']['s']:>7} s  "
+          f"{results['parquet']['events_per_s']:>10,} events/s")
+    print(f"  (converting JSON to Parquet and analysing: "
+          f"{results['json_to_parquet_then_analyze']['s']} s)")
+
+
+def _seeds(text: str) -> range:
+    first, _, last = text.partition("-")
+    return range(int(first), int(last or first) + 1)
+
+
+if __name__ == "__main__":
+    main()
