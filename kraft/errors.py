@@ -26,6 +26,8 @@ __all__ = [
     "QuorumStateError",
     "RecordBatchTooLargeError",
     "StorageError",
+    "TransportError",
+    "FatalFaultError",
 ]
 
 
@@ -122,3 +124,14 @@ class MetaPropertiesError(StorageError):
 
 class AlreadyFormattedError(StorageError):
     """``kraft storage format`` refuses to re-format a directory that holds meta.properties."""
+
+
+class TransportError(KraftError):
+    """The runtime's network transport cannot do what it was asked: a listen address that
+    cannot be bound, a TLS file that cannot be read, a channel used after ``close``. Errors of
+    one connection (a peer gone, bad bytes) are not raised: they close that connection."""
+
+
+class FatalFaultError(KraftError):
+    """The Raft driver thread stopped on an unexpected exception (the cause); the node is
+    stopping and refuses further work."""

@@ -18,7 +18,15 @@ from kraft.protocol.envelope import (
     OutboundResponse,
 )
 
-__all__ = ["Clock", "DequeMessageQueue", "InboundMessage", "NetworkChannel", "RaftMessageQueue"]
+__all__ = [
+    "NO_METRICS",
+    "Clock",
+    "DequeMessageQueue",
+    "InboundMessage",
+    "MetricsRecorder",
+    "NetworkChannel",
+    "RaftMessageQueue",
+]
 
 InboundMessage = InboundRequest | InboundResponse
 
@@ -93,3 +101,48 @@ class DequeMessageQueue:
 
     def __len__(self) -> int:
         return len(self._messages)
+
+
+@runtime_checkable
+class MetricsRecorder(Protocol):
+    """Where the core reports what it measures (Kafka's ``KafkaRaftMetrics`` updates).
+
+    The gauges (state, epoch, leader, high watermark, ...) are read from the client when they
+    are wanted; only the events below are pushed, on the thread that calls ``poll``. Times are
+    the core's clock (``now_ms`` monotonic, latencies in milliseconds).
+    """
+
+    def record_append_records(self, count: int, now_ms: int) -> None:
+        """The leader appended ``count`` records (data and control) to its log."""
+
+    def record_fetch_records(self, count: int, now_ms: int) -> None:
+        """This follower appended ``count`` fetched records to its log."""
+
+    def record_commit_latency(self, latency_ms: float, now_ms: int) -> None:
+        """A batch this leader appended committed ``latency_ms`` after it was appended."""
+
+    def record_election_latency(self, latency_ms: float, now_ms: int) -> None:
+        """An election this replica took part in ended (it leads, or follows a leader)
+        ``latency_ms`` after it started (the replica left Follower/Unattached to elect)."""
+
+
+class _NoMetrics:
+    """The recorder that records nothing (the default)."""
+
+    __slots__ = ()
+
+    def record_append_records(self, count: int, now_ms: int) -> None:
+        pass
+
+    def record_fetch_records(self, count: int, now_ms: int) -> None:
+        pass
+
+    def record_commit_latency(self, latency_ms: float, now_ms: int) -> None:
+        pass
+
+    def record_election_latency(self, latency_ms: float, now_ms: int) -> None:
+        pass
+
+
+#: A :class:`MetricsRecorder` that records nothing.
+NO_METRICS: MetricsRecorder = _NoMetrics()

@@ -95,7 +95,14 @@ from kraft.protocol.messages import (
 )
 from kraft.protocol.messages import ReplicaState as WireReplicaState
 from kraft.raft.accumulator import NOTHING_TO_DRAIN_MS, AppendLock, BatchAccumulator, CompletedBatch
-from kraft.raft.channel import Clock, InboundMessage, NetworkChannel, RaftMessageQueue
+from kraft.raft.channel import (
+    NO_METRICS,
+    Clock,
+    InboundMessage,
+    MetricsRecorder,
+    NetworkChannel,
+    RaftMessageQueue,
+)
 from kraft.raft.leader import LeaderState, ReplicaState
 from kraft.raft.listeners import (
     Batch,
@@ -192,8 +199,12 @@ class KafkaRaftClient(Generic[T]):
         local_directory_id: uuid.UUID | None = None,
         cluster_id: str | None = None,
         append_lock: AppendLock | None = None,
+        metrics: MetricsRecorder = NO_METRICS,
     ) -> None:
         self.local_id = local_id
+        self.metrics = metrics
+        #: When the election this replica is in started (``None``: none in progress).
+        self._election_started_ms: int | None = None
         self.local_directory_id = local_directory_id
         self.config = config
         self.log = log
@@ -646,8 +657,11 @@ class KafkaRaftClient(Generic[T]):
         previous = self.quorum.state
         self.quorum.transition_to_follower(epoch, leader_id, endpoints, now)
         self._after_transition(previous)
+        self._end_election(now)
 
     def _transition_to_prospective(self, now: int) -> None:
+        if self._election_started_ms is None:
+            self._election_started_ms = now
         previous = self.quorum.state
         self.quorum.transition_to_prospective(now)
         self._after_transition(previous)
@@ -660,6 +674,8 @@ class KafkaRaftClient(Generic[T]):
         if self.quorum.epoch >= _INT32_MAX:
             logger.error("epoch %d is the last one: no election is possible", self.quorum.epoch)
             return
+        if self._election_started_ms is None:
+            self._election_started_ms = now
         previous = self.quorum.state
         self.quorum.transition_to_candidate(now)
         self._after_transition(previous)
@@ -695,7 +711,14 @@ class KafkaRaftClient(Generic[T]):
             self.clock.wall_ms(),
         )
         self._after_transition(state)
+        self._end_election(now)
         logger.info("epoch %d: elected leader (votes from %s)", leader.epoch, granting)
+
+    def _end_election(self, now: int) -> None:
+        started = self._election_started_ms
+        if started is not None:
+            self._election_started_ms = None
+            self.metrics.record_election_latency(now - started, now)
 
     def _transition_to_resigned(self, successors: list[int], now: int) -> None:
         previous = self.quorum.state
@@ -779,11 +802,14 @@ class KafkaRaftClient(Generic[T]):
         accumulator = state.accumulator
         if accumulator.time_until_drain(self.clock.wall_ms()) <= 0:
             batches = accumulator.drain()
+            appended = 0
             for batch in batches:
                 self.log.append_encoded(batch.data)
+                appended += batch.num_records
                 if not batch.is_control:
                     self._uncommitted.append(batch)
             if batches:
+                self.metrics.record_append_records(appended, now)
                 self._flush_leader_log(state, now)
         until = accumulator.time_until_drain(self.clock.wall_ms())
         return NO_DEADLINE if until >= NOTHING_TO_DRAIN_MS else until
@@ -805,8 +831,14 @@ class KafkaRaftClient(Generic[T]):
         logger.debug("epoch %d: high watermark %d", state.epoch, high_watermark)
         # Batches that committed go to the listeners waiting exactly for them, from memory...
         uncommitted = self._uncommitted
-        while uncommitted and uncommitted[0].last_offset < high_watermark:
-            self._fire_memory_commit(uncommitted.popleft())
+        if uncommitted and uncommitted[0].last_offset < high_watermark:
+            wall = self.clock.wall_ms()
+            now = self.clock.now_ms()
+            metrics = self.metrics
+            while uncommitted and uncommitted[0].last_offset < high_watermark:
+                batch = uncommitted.popleft()
+                metrics.record_commit_latency(max(0, wall - batch.append_timestamp_ms), now)
+                self._fire_memory_commit(batch)
         # ... then lagging listeners read the rest from the log.
         self._update_listeners_progress(high_watermark)
         # KIP-1166: parked fetches from replicas whose high watermark is now behind return.
@@ -1704,11 +1736,13 @@ class KafkaRaftClient(Generic[T]):
         return True
 
     def _append_as_follower(self, records: bytes) -> bool:
+        before = self.log.log_end_offset
         try:
             self.log.append_as_follower(records)
         except (CorruptRecordError, InvalidAppendError) as exc:
             logger.error("refusing fetched records: %s", exc)
             return False
+        self.metrics.record_fetch_records(self.log.log_end_offset - before, self.clock.now_ms())
         if self.quorum.is_voter or self.config.followers_always_flush:
             # The leader counts a voter's fetch offset towards the HW: it must be durable.
             self.log.flush()

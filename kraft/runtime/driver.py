@@ -1,0 +1,160 @@
+"""``RaftClientDriver``: the thread that polls a Raft client (Kafka's ``KafkaRaftClientDriver``).
+
+Theory of operation
+    The sans-IO client does nothing until ``poll()`` is called, and ``poll()`` waits on its
+    message queue at most until the client's next deadline. The driver is the one thread that
+    calls it, ``kraft-<id>-io``, in a loop, for as long as the client runs: until a graceful
+    shutdown it asked for completes (or times out), or a poll fails.
+
+    A poll that raises is a fatal fault, as in Kafka: the exception is logged with its trace,
+    kept as :attr:`RaftClientDriver.failure`, and handed to the fatal-fault handler (the node
+    uses it to stop); the loop ends. Nothing is swallowed and nothing hangs: whoever waits on
+    the driver (``join``, ``shutdown``) returns.
+
+    Shutdown follows Kafka's order: :meth:`initiate_shutdown` asks the client for a graceful
+    shutdown (a leader resigns and tells the voters with EndQuorumEpoch) and the loop goes on
+    polling until it completes; :meth:`shutdown` then joins the thread and, in every case,
+    closes the client (flushes the log).
+
+    After each poll the driver reports the fraction of the iteration spent waiting on the queue
+    (Kafka's ``poll-idle-ratio-avg``) to a metrics sink that wants it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any, Protocol
+
+from kraft.errors import IllegalStateError
+from kraft.raft.client import KafkaRaftClient
+
+__all__ = ["DEFAULT_SHUTDOWN_TIMEOUT_MS", "PollIdleRecorder", "RaftClientDriver"]
+
+logger = logging.getLogger(__name__)
+
+#: How long a graceful shutdown may take (Kafka's driver uses 5 s).
+DEFAULT_SHUTDOWN_TIMEOUT_MS = 5000
+
+
+class PollIdleRecorder(Protocol):
+    """Takes the poll idle ratio after every poll (``RaftMetrics`` is one)."""
+
+    def record_poll_idle_ratio(
+        self, ratio: float, now_ms: int, *, duration_ms: float | None = None
+    ) -> None: ...
+
+
+class _IdleCounter(Protocol):
+    idle_ns: int
+
+
+class RaftClientDriver:
+    """Polls ``client`` on its own thread until it shuts down or fails."""
+
+    def __init__(
+        self,
+        client: KafkaRaftClient[Any],
+        *,
+        fatal_fault_handler: Callable[[BaseException], None] | None = None,
+        poll_idle: PollIdleRecorder | None = None,
+        shutdown_timeout_ms: int = DEFAULT_SHUTDOWN_TIMEOUT_MS,
+        thread_name: str | None = None,
+    ) -> None:
+        self.client = client
+        self._fatal_fault_handler = fatal_fault_handler
+        self._poll_idle = poll_idle
+        self._shutdown_timeout_ms = shutdown_timeout_ms
+        local = "observer" if client.local_id is None else client.local_id
+        name = thread_name or f"kraft-{local}-io"
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._shutdown_future: Future[None] | None = None
+        self._closed = False
+        self._lock = threading.Lock()
+        #: The exception a poll raised (the driver stopped on it), or ``None``.
+        self.failure: BaseException | None = None
+
+    @property
+    def thread_name(self) -> str:
+        return self._thread.name
+
+    def start(self) -> None:
+        """Start polling. The client must be initialized."""
+        if not self.client.is_initialized:
+            raise IllegalStateError("initialize the client before starting its driver")
+        self._thread.start()
+
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def _run(self) -> None:
+        client = self.client
+        recorder = self._poll_idle
+        queue: _IdleCounter | None = None
+        if recorder is not None and hasattr(client.queue, "idle_ns"):
+            queue = client.queue  # type: ignore[assignment]
+        logger.info("%s: polling the Raft client", self._thread.name)
+        try:
+            if queue is None or recorder is None:
+                while not client.is_shutdown:
+                    client.poll()
+            else:
+                clock = time.monotonic_ns
+                while not client.is_shutdown:
+                    started = clock()
+                    idle_before = queue.idle_ns
+                    client.poll()
+                    elapsed = clock() - started
+                    if elapsed > 0:
+                        idle = queue.idle_ns - idle_before
+                        recorder.record_poll_idle_ratio(
+                            min(1.0, idle / elapsed), client.clock.now_ms(),
+                            duration_ms=elapsed / 1e6,
+                        )
+        except BaseException as exc:
+            self.failure = exc
+            logger.critical("%s: fatal fault, the Raft client stopped: %r", self._thread.name,
+                            exc, exc_info=exc)
+            handler = self._fatal_fault_handler
+            if handler is not None:
+                try:
+                    handler(exc)
+                except Exception:
+                    logger.exception("the fatal-fault handler failed")
+            return
+        logger.info("%s: the Raft client has shut down", self._thread.name)
+
+    def initiate_shutdown(self) -> Future[None]:
+        """Ask the client for a graceful shutdown (idempotent); the driver keeps polling until
+        it completes. The future fails with ``TimeoutError`` if it does not in time."""
+        with self._lock:
+            if self._shutdown_future is None:
+                if self.failure is not None or not self._thread.is_alive():
+                    future: Future[None] = Future()
+                    future.set_result(None)
+                    self._shutdown_future = future
+                else:
+                    self._shutdown_future = self.client.shutdown(self._shutdown_timeout_ms)
+            return self._shutdown_future
+
+    def shutdown(self, timeout_s: float | None = None) -> None:
+        """Shut down gracefully, join the thread, then close the client (Kafka's order)."""
+        if self._thread.is_alive():
+            self.initiate_shutdown()
+            wait = (self._shutdown_timeout_ms / 1000 + 5) if timeout_s is None else timeout_s
+            self._thread.join(wait)
+            if self._thread.is_alive():
+                logger.error("%s did not stop within %.1f s; the client is left open",
+                             self._thread.name, wait)
+                return
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            self.client.close()
+        except Exception:
+            logger.exception("closing the Raft client failed")

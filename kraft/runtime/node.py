@@ -1,0 +1,272 @@
+"""``RaftNode``: one whole replica of a quorum, ready to embed (Kafka's ``KafkaRaftManager``).
+
+Theory of operation
+    A node is the sans-IO :class:`~kraft.raft.client.KafkaRaftClient` plus the I/O it needs:
+    the data directory formatted by ``kraft storage format`` (``meta.properties`` names the
+    cluster and the node), a :class:`~kraft.log.file.FileLog` in ``__cluster_metadata-0``, the
+    ``quorum-state`` file, a :class:`~kraft.runtime.queue.BlockingMessageQueue`, the trio TCP
+    transport (its own thread, ``kraft-<id>-net``), the driver thread that polls the client
+    (``kraft-<id>-io``), :class:`~kraft.metrics.RaftMetrics`, and optionally a Prometheus
+    exporter.
+
+    :meth:`RaftNode.start` opens them in dependency order and, if any step fails, closes what
+    it opened before raising. :meth:`RaftNode.close` stops them in Kafka's order: the driver
+    (a graceful shutdown: a leader resigns and tells the voters with EndQuorumEpoch, then the
+    client is closed and the log flushed), the transport, the log (which releases the
+    directory lock), the exporter.
+
+    Threads: the caller's threads may use :attr:`RaftNode.client`'s public methods
+    (``prepare_append``, ``schedule_prepared_append``, ``register``, ``resign``,
+    ``leader_and_epoch``...). The client's accumulator is guarded by a lock for appends from
+    any thread. Listener callbacks run on the driver thread.
+
+    A fault on the driver thread (an exception from ``poll``) is fatal, as in Kafka: it is
+    logged, the node stops serving (transport and log closed), :attr:`RaftNode.failure` holds
+    the exception, and :meth:`RaftNode.wait` returns. The node never hangs silently.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+from typing import Generic, TypeVar
+
+from kraft.config import Endpoint, QuorumConfig
+from kraft.errors import FatalFaultError, IllegalStateError
+from kraft.log.base import SnapshotRetention
+from kraft.log.file import DEFAULT_SEGMENT_BYTES, FileLog
+from kraft.log.meta_properties import CLUSTER_METADATA_DIR, read_meta_properties, uuid_to_bytes
+from kraft.log.quorum_state import FileQuorumStateStore
+from kraft.metrics import RaftMetrics, start_prometheus_server
+from kraft.protocol.frame import DEFAULT_MAX_FRAME_SIZE
+from kraft.raft.client import KafkaRaftClient, bootstrap_server_id
+from kraft.record.serde import RecordSerde
+from kraft.runtime.clock import SystemClock
+from kraft.runtime.config import NodeConfig
+from kraft.runtime.driver import DEFAULT_SHUTDOWN_TIMEOUT_MS, RaftClientDriver
+from kraft.runtime.queue import BlockingMessageQueue
+from kraft.runtime.tls import TlsConfig
+from kraft.runtime.transport import TrioNetworkChannel
+
+__all__ = ["RaftNode"]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class RaftNode(Generic[T]):
+    """A replica of a KRaft quorum with its disk, network and driver thread."""
+
+    def __init__(
+        self,
+        *,
+        node_id: int,
+        data_dir: Path | str,
+        config: QuorumConfig,
+        serde: RecordSerde[T],
+        cluster_id: str | None = None,
+        listen: Endpoint | None = None,
+        tls: TlsConfig | None = None,
+        prometheus: Endpoint | None = None,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        segment_bytes: int | None = None,
+        retention: SnapshotRetention | None = None,
+        shutdown_timeout_ms: int = DEFAULT_SHUTDOWN_TIMEOUT_MS,
+        fatal_fault_handler: Callable[[BaseException], None] | None = None,
+    ) -> None:
+        if listen is None and node_id not in config.voters:
+            raise IllegalStateError(f"node {node_id} is not a voter: give it a listen address")
+        self.node_id = node_id
+        self.data_dir = Path(data_dir)
+        self.config = config
+        self._serde = serde
+        self._cluster_id = cluster_id
+        self._listen = listen if listen is not None else config.voters[node_id]
+        self._tls = tls
+        self._prometheus = prometheus
+        self._max_frame_size = max_frame_size
+        self._segment_bytes = DEFAULT_SEGMENT_BYTES if segment_bytes is None else segment_bytes
+        self._retention = retention
+        self._shutdown_timeout_ms = shutdown_timeout_ms
+        self._user_fault_handler = fatal_fault_handler
+        self._lock = threading.Lock()
+        self._stopped = threading.Event()
+        self._started = False
+        self._closed = False
+        self._client: KafkaRaftClient[T] | None = None
+        self._log: FileLog | None = None
+        self._channel: TrioNetworkChannel | None = None
+        self._driver: RaftClientDriver | None = None
+        self._stop_exporter: Callable[[], None] | None = None
+        self._bound: Endpoint | None = None
+        self.metrics = RaftMetrics(SystemClock())
+        #: The exception that stopped the driver thread, or ``None``.
+        self.failure: BaseException | None = None
+
+    @classmethod
+    def from_config(cls, config: NodeConfig, serde: RecordSerde[T]) -> RaftNode[T]:
+        """A node built from a :class:`~kraft.runtime.config.NodeConfig` (a TOML file)."""
+        return cls(
+            node_id=config.node_id, data_dir=config.data_dir, config=config.quorum,
+            serde=serde, cluster_id=config.cluster_id, listen=config.listen, tls=config.tls,
+            prometheus=config.prometheus, max_frame_size=config.max_frame_size,
+            segment_bytes=config.segment_bytes,
+        )
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Open the data directory, bind the listener and start polling.
+
+        Raises :class:`~kraft.errors.MetaPropertiesError` for a directory that is not
+        formatted or belongs to another cluster or node, :class:`~kraft.errors.StorageError`
+        for a log that cannot be opened (or is locked by another process),
+        :class:`~kraft.errors.TransportError` for an address that cannot be bound.
+        """
+        with self._lock:
+            if self._started:
+                raise IllegalStateError("the node was started already")
+            self._started = True
+        try:
+            self._open()
+        except BaseException:
+            self._teardown()
+            raise
+        logger.info("node %d of cluster %s is up, listening on %s", self.node_id,
+                    self._cluster_id, self.listen_address)
+
+    def _open(self) -> None:
+        meta = read_meta_properties(self.data_dir)
+        meta.verify(cluster_id=self._cluster_id, node_id=self.node_id)
+        self._cluster_id = meta.cluster_id
+        directory_id = (
+            uuid.UUID(bytes=uuid_to_bytes(meta.directory_id)) if meta.directory_id else None
+        )
+        clock = SystemClock()
+        self._log = FileLog.open(
+            self.data_dir / CLUSTER_METADATA_DIR, segment_bytes=self._segment_bytes,
+            retention=self._retention,
+        )
+        queue = BlockingMessageQueue()
+        peers: dict[int, Endpoint] = {
+            voter: address for voter, address in self.config.voters.items()
+            if voter != self.node_id
+        }
+        for index, address in enumerate(self.config.bootstrap_servers):
+            peers[bootstrap_server_id(index)] = address
+        channel = TrioNetworkChannel(
+            node_id=self.node_id, cluster_id=self._cluster_id, listen=self._listen,
+            peers=peers, queue=queue, clock=clock,
+            request_timeout_ms=self.config.request_timeout_ms,
+            max_frame_size=self._max_frame_size, tls=self._tls,
+            directory_id=directory_id or uuid.UUID(int=0),
+        )
+        self._channel = channel
+        client: KafkaRaftClient[T] = KafkaRaftClient(
+            local_id=self.node_id, config=self.config, log=self._log,
+            store=FileQuorumStateStore.in_directory(self.data_dir), channel=channel,
+            queue=queue, clock=clock, rand=random.Random(), serde=self._serde,
+            local_directory_id=directory_id, cluster_id=self._cluster_id,
+            append_lock=threading.Lock(), metrics=self.metrics,
+        )
+        self._client = client
+        client.initialize()
+        self.metrics.bind(client)
+        channel.start()
+        self._bound = channel.listen_address
+        self._driver = RaftClientDriver(
+            client, fatal_fault_handler=self._on_fatal_fault, poll_idle=self.metrics,
+            shutdown_timeout_ms=self._shutdown_timeout_ms,
+        )
+        self._driver.start()
+        if self._prometheus is not None:
+            self._stop_exporter = start_prometheus_server(
+                self.metrics, self._prometheus.host, self._prometheus.port, node_id=self.node_id
+            )
+
+    def _on_fatal_fault(self, exc: BaseException) -> None:
+        self.failure = exc
+        logger.critical("node %d stops after a fatal fault: %r", self.node_id, exc)
+        # The driver thread cannot join itself: stop the rest from another thread.
+        threading.Thread(target=self.close, name=f"kraft-{self.node_id}-fault",
+                         daemon=True).start()
+        if self._user_fault_handler is not None:
+            self._user_fault_handler(exc)
+
+    def close(self) -> None:
+        """Shut down gracefully and release everything (idempotent)."""
+        with self._lock:
+            if self._closed:
+                self._stopped.wait()
+                return
+            self._closed = True
+        logger.info("node %d is shutting down", self.node_id)
+        self._teardown()
+
+    def _teardown(self) -> None:
+        """Stop what is running, in Kafka's order; each part at most once."""
+        driver, self._driver = self._driver, None
+        channel, self._channel = self._channel, None
+        log, self._log = self._log, None
+        stop_exporter, self._stop_exporter = self._stop_exporter, None
+        try:
+            if driver is not None:
+                driver.shutdown()
+            elif self._client is not None and self._client.is_initialized:
+                self._client.close()
+            if channel is not None:
+                channel.close()
+            if log is not None:
+                log.close()
+            if stop_exporter is not None:
+                stop_exporter()
+        finally:
+            self._stopped.set()
+            logger.info("node %d has stopped", self.node_id)
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Wait until the node has stopped (closed, or stopped by a fatal fault)."""
+        return self._stopped.wait(timeout_s)
+
+    def __enter__(self) -> RaftNode[T]:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- what users read ------------------------------------------------------------------------
+    @property
+    def client(self) -> KafkaRaftClient[T]:
+        """The Raft client (after :meth:`start`)."""
+        if self._client is None:
+            raise IllegalStateError("the node is not started")
+        if self.failure is not None:
+            raise FatalFaultError(f"node {self.node_id} stopped on a fatal fault") from (
+                self.failure
+            )
+        return self._client
+
+    @property
+    def cluster_id(self) -> str | None:
+        return self._cluster_id
+
+    @property
+    def listen_address(self) -> Endpoint:
+        """The address the node listens on (the real port when configured with port 0)."""
+        return self._bound if self._bound is not None else self._listen
+
+    @property
+    def is_running(self) -> bool:
+        driver = self._driver
+        return driver is not None and driver.is_alive()

@@ -1,0 +1,914 @@
+"""``TrioNetworkChannel``: the runtime's TCP transport (a Raft ``NetworkChannel``).
+
+Theory of operation
+    One ``trio.run`` in its own daemon thread (``kraft-<id>-net``) owns every socket. The driver
+    thread (the Raft core) never waits on it: ``send`` and ``respond`` put the envelope in an
+    outbox under a lock and, when the outbox was empty, wake the trio thread with
+    ``TrioToken.run_sync_soon``; a dispatcher task there takes everything queued at once. What
+    comes in (requests, and responses to this node's requests) is handed to the core's
+    :class:`~kraft.raft.channel.RaftMessageQueue` with ``queue.add`` straight from the trio
+    thread.
+
+    Outbound, each destination id has at most one connection, opened on the first request to
+    it and kept. Requests are pipelined on it, matched to responses by correlation id (the
+    core's, from :meth:`TrioNetworkChannel.new_correlation_id`). As in Kafka's
+    ``KafkaNetworkChannel`` over ``NetworkClient``, a request never goes unanswered: a
+    destination with no address, a connection that cannot be opened or that closes before the
+    answer, and a destination still backing off after such a failure all answer it locally with
+    the request's response type carrying BROKER_NOT_AVAILABLE; a request unanswered after
+    ``request_timeout_ms`` closes the connection (Kafka disconnects on a request timeout) and
+    every request in flight on it is answered REQUEST_TIMED_OUT. Each request gets exactly one
+    answer. After a failed connection attempt the peer backs off exponentially from
+    ``reconnect_backoff_ms`` to ``reconnect_backoff_max_ms``, jittered by +-20 % (Kafka's
+    ``reconnect.backoff.ms`` / ``reconnect.backoff.max.ms``); the backoff counts from the start
+    of the last attempt and resets once a connection is established.
+
+    Inbound, the listener accepts any number of connections. Each request frame becomes an
+    :class:`~kraft.protocol.envelope.InboundRequest` whose correlation id is replaced by a
+    channel-unique one, remembered with the connection and the peer's own id, so that
+    ``respond`` finds where the answer goes and under which id. Forgetting is what bounds this
+    table: ``respond`` forgets its entry, and a closed connection forgets all of its own (a
+    late response to it is dropped).
+
+    Every connection has a writer task that takes all frames queued since its last write and
+    sends them in one ``send_all``, and a reader that reads up to 256 KiB at a time into a
+    sans-IO frame decoder; ``TCP_NODELAY`` is on (trio's default). A frame is msgpack-encoded
+    once, in the trio thread.
+
+Bad input
+    Errors of one connection close that connection and nothing else: a declared length above
+    ``max_frame_size`` (before its body is read), bytes that are not a frame, a stream that ends
+    inside a frame, a response to no request in flight or of the wrong API, a failed TLS
+    handshake, a peer that stops reading while more than ``max(4 x max_frame_size, 64 MiB)``
+    waits for it. trio, ``OSError`` and ``ssl`` errors are caught at this boundary: none reaches
+    the caller of ``send``/``respond`` or the driver thread. :class:`~kraft.errors.TransportError`
+    is raised only by ``start`` (cannot bind, unreadable TLS files) and :func:`request_once`.
+
+The cluster id travels in every request header; checking it is the core's job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import random
+import socket
+import ssl
+import threading
+import uuid
+from collections import deque
+from collections.abc import Mapping
+from typing import Final
+
+import trio
+
+from kraft.config import Endpoint
+from kraft.errors import TransportError
+from kraft.protocol.api import ZERO_UUID
+from kraft.protocol.envelope import (
+    InboundRequest,
+    InboundResponse,
+    OutboundRequest,
+    OutboundResponse,
+)
+from kraft.protocol.errors import Errors, FrameError
+from kraft.protocol.frame import (
+    DEFAULT_MAX_FRAME_SIZE,
+    RequestFrameDecoder,
+    RequestHeader,
+    ResponseFrameDecoder,
+    ResponseHeader,
+    encode_request,
+    encode_response,
+)
+from kraft.protocol.messages import RESPONSE_TYPE_FOR, Request, Response
+from kraft.raft.channel import Clock, RaftMessageQueue
+from kraft.runtime.tls import TlsConfig
+
+__all__ = ["TrioNetworkChannel", "request_once"]
+
+logger = logging.getLogger(__name__)
+
+#: Bytes asked for per read: large, so that a burst of frames costs one system call.
+READ_CHUNK_SIZE: Final = 256 * 1024
+#: Kafka's ExponentialBackoff jitter for reconnects.
+_BACKOFF_JITTER: Final = 0.2
+#: A connection whose peer leaves more than this many bytes unread is closed.
+_MIN_WRITE_BUFFER_LIMIT: Final = 64 * 1024 * 1024
+_LISTEN_BACKLOG: Final = 128
+#: Pause after the listener fails to accept for lack of resources (too many open files).
+_ACCEPT_ERROR_PAUSE_S: Final = 0.1
+
+# What one connection's I/O may raise; ssl.SSLError is an OSError, and trio wraps the errors
+# of a stream that broke in BrokenResourceError.
+_IO_ERRORS = (OSError, trio.BrokenResourceError, trio.ClosedResourceError, FrameError)
+
+
+def _describe(exc: BaseException) -> str:
+    """An exception and its cause in one line (trio's BrokenResourceError hides the ssl or
+    socket error that broke the stream in ``__cause__``)."""
+    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    cause = exc.__cause__
+    return f"{text} ({_describe(cause)})" if cause is not None else text
+
+
+def _failure_level(exc: BaseException) -> int:
+    """How loudly to log a broken connection: a TLS failure (a certificate refused by either
+    side) needs an operator; a peer going away does not."""
+    cause = exc.__cause__ if exc.__cause__ is not None else exc
+    tls_failure = isinstance(cause, ssl.SSLError) and not isinstance(
+        cause, ssl.SSLEOFError | ssl.SSLZeroReturnError
+    )
+    return logging.WARNING if tls_failure else logging.INFO
+
+
+def _error_response(body: Request, error: Errors) -> Response:
+    return RESPONSE_TYPE_FOR[type(body)](error_code=error)
+
+
+class _Connection:
+    """A stream, its writer and its cancel scope: what inbound and outbound connections share.
+
+    Frames are queued with :meth:`write` from any trio task (or the dispatcher) and sent by
+    :meth:`run_writer` in batches. :meth:`close` cancels the connection's tasks; the task that
+    owns the stream closes it.
+    """
+
+    __slots__ = ("_buffered", "_frames", "_write_limit", "_writer_lot", "closed", "label",
+                 "scope")
+
+    def __init__(self, label: str, write_limit: int) -> None:
+        self.label = label
+        self.scope = trio.CancelScope()
+        self.closed = False
+        self._frames: list[bytes] = []
+        self._buffered = 0
+        self._write_limit = write_limit
+        self._writer_lot = trio.lowlevel.ParkingLot()
+
+    def write(self, data: bytes) -> None:
+        """Queue a frame for the writer; a peer that has stopped reading is closed."""
+        if self.closed:
+            return
+        self._frames.append(data)
+        self._buffered += len(data)
+        if self._buffered > self._write_limit:
+            self.close(f"more than {self._write_limit} bytes unread by the peer", logging.ERROR)
+            return
+        if self._writer_lot:
+            self._writer_lot.unpark()
+
+    def close(self, reason: str, level: int = logging.DEBUG) -> None:
+        """End the connection (idempotent): its tasks are cancelled."""
+        if not self.closed:
+            self.closed = True
+            logger.log(level, "closing connection %s: %s", self.label, reason)
+            self.scope.cancel()
+
+    async def run_writer(self, stream: trio.abc.Stream) -> None:
+        """Send whatever is queued, all of it in one ``send_all``, until cancelled."""
+        frames = self._frames
+        while True:
+            while not frames:
+                await self._writer_lot.park()
+            data = frames[0] if len(frames) == 1 else b"".join(frames)
+            frames.clear()
+            self._buffered = 0
+            await stream.send_all(data)
+
+
+class _OutboundConnection(_Connection):
+    """One connection to a peer, from the first request that needed it to its close.
+
+    ``in_flight`` maps correlation ids to the request and its deadline (``trio`` time), in the
+    order sent; with one timeout for all, the first entry is always the next to expire.
+    """
+
+    __slots__ = ("established", "in_flight", "reaper_lot", "started_at", "timed_out")
+
+    def __init__(self, label: str, write_limit: int, started_at: float) -> None:
+        super().__init__(label, write_limit)
+        self.in_flight: dict[int, tuple[OutboundRequest, float]] = {}
+        self.started_at = started_at
+        self.established = False
+        self.timed_out = False
+        self.reaper_lot = trio.lowlevel.ParkingLot()
+
+
+class _InboundConnection(_Connection):
+    """A connection a peer opened; ``pending`` holds the channel ids of its unanswered requests."""
+
+    __slots__ = ("pending",)
+
+    def __init__(self, label: str, write_limit: int) -> None:
+        super().__init__(label, write_limit)
+        self.pending: set[int] = set()
+
+
+class _Peer:
+    """A destination: its address, its connection (if one is open) and its reconnect backoff."""
+
+    __slots__ = ("address", "backoff_until", "connection", "failures", "peer_id")
+
+    def __init__(self, peer_id: int, address: Endpoint) -> None:
+        self.peer_id = peer_id
+        self.address = address
+        self.connection: _OutboundConnection | None = None
+        self.failures = 0  # connection attempts failed in a row
+        self.backoff_until = float("-inf")  # trio time before which no new attempt is made
+
+
+class _UpdatePeer:
+    """An outbox item: a destination's address changes (``None``: forget it)."""
+
+    __slots__ = ("address", "peer_id")
+
+    def __init__(self, peer_id: int, address: Endpoint | None) -> None:
+        self.peer_id = peer_id
+        self.address = address
+
+
+_OutboxItem = OutboundRequest | OutboundResponse | _UpdatePeer
+
+
+class TrioNetworkChannel:
+    """The runtime's :class:`~kraft.raft.channel.NetworkChannel`: TCP (optionally TLS) with trio.
+
+    ``peers`` maps destination ids (negative ids for bootstrap servers) to their addresses;
+    ``listen`` is where to accept peers' connections (``None``: accept none; port 0: any free
+    port, see :attr:`listen_address`). Requests go out as replica ``node_id`` (``None``: -1,
+    anonymous) of ``cluster_id`` with ``directory_id``. See the module docstring for the
+    behaviour; ``start`` before use, ``close`` at the end.
+    """
+
+    def __init__(
+        self,
+        *,
+        node_id: int | None,
+        cluster_id: str | None,
+        listen: Endpoint | None,
+        peers: Mapping[int, Endpoint],
+        queue: RaftMessageQueue,
+        clock: Clock,
+        request_timeout_ms: int = 2000,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        reconnect_backoff_ms: int = 50,
+        reconnect_backoff_max_ms: int = 1000,
+        tls: TlsConfig | None = None,
+        directory_id: uuid.UUID = ZERO_UUID,
+        thread_name: str | None = None,
+    ) -> None:
+        if request_timeout_ms <= 0:
+            raise ValueError(f"request_timeout_ms must be positive, got {request_timeout_ms}")
+        if not 0 <= reconnect_backoff_ms <= reconnect_backoff_max_ms:
+            raise ValueError(
+                "need 0 <= reconnect_backoff_ms <= reconnect_backoff_max_ms, got "
+                f"{reconnect_backoff_ms} and {reconnect_backoff_max_ms}"
+            )
+        RequestFrameDecoder(max_frame_size)  # raises ValueError for a size out of range
+        self._node_id = node_id
+        self._source_replica_id = -1 if node_id is None else node_id
+        self._cluster_id = cluster_id
+        self._directory_id = directory_id
+        self._listen = listen
+        self._queue = queue
+        self._clock = clock
+        self._request_timeout_s = request_timeout_ms / 1000
+        self._max_frame_size = max_frame_size
+        self._write_limit = max(4 * max_frame_size, _MIN_WRITE_BUFFER_LIMIT)
+        self._backoff_s = reconnect_backoff_ms / 1000
+        self._backoff_max_s = reconnect_backoff_max_ms / 1000
+        self._tls = tls
+        self._random = random.Random()
+        node_name = "anonymous" if node_id is None else str(node_id)
+        self._thread_name = thread_name or f"kraft-{node_name}-net"
+
+        # Shared between threads: guarded by _lock.
+        self._lock = threading.Lock()
+        self._outbox: deque[_OutboxItem] = deque()
+        self._wake_scheduled = False
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._started = False
+        self._closed = False
+        # next() on itertools.count is atomic under the GIL: ids for the driver and trio.
+        self._ids = itertools.count(1)
+
+        # Owned by the trio thread (read-only elsewhere, by the introspection properties).
+        self._peers = {peer_id: _Peer(peer_id, address) for peer_id, address in peers.items()}
+        self._connected: set[int] = set()
+        self._inbound_connections: set[_InboundConnection] = set()
+        self._inbound: dict[int, tuple[_InboundConnection, int]] = {}
+        self._nursery: trio.Nursery | None = None
+        self._dispatch_lot: trio.lowlevel.ParkingLot | None = None
+        self._closing = False
+
+        self._thread: threading.Thread | None = None
+        self._listen_socket: socket.socket | None = None
+        self._listen_address: Endpoint | None = None
+        self._server_context: ssl.SSLContext | None = None
+        self._client_context: ssl.SSLContext | None = None
+
+    # ---------------------------------------------------------------------------------------
+    # The driver's side
+
+    def start(self) -> None:
+        """Bind the listener, start the network thread, and return once it is serving.
+
+        Raises :class:`TransportError` when the address cannot be bound or a TLS file cannot be
+        read (nothing is left open then), or when the channel was started or closed before.
+        """
+        with self._lock:
+            if self._started or self._closed:
+                state = "closed" if self._closed else "started"
+                raise TransportError(f"channel {self._thread_name} was already {state}")
+            self._started = True
+        if self._tls is not None:
+            self._server_context = self._tls.server_context()
+            self._client_context = self._tls.client_context()
+        if self._listen is not None:
+            self._listen_socket = _bind(self._listen)
+            port = self._listen_socket.getsockname()[1]
+            self._listen_address = Endpoint(self._listen.host, port)
+        ready = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, args=(ready,), name=self._thread_name, daemon=True
+        )
+        try:
+            self._thread.start()
+        except RuntimeError as exc:  # the process cannot start another thread
+            if self._listen_socket is not None:
+                self._listen_socket.close()
+            raise TransportError(f"cannot start the network thread: {exc}") from exc
+        ready.wait()
+        if self._token is None:  # trio could not even start; _run logged why
+            self._thread.join()
+            raise TransportError(f"the network thread {self._thread_name} failed to start")
+        logger.info("network channel %s started%s", self._thread_name,
+                    f", listening on {self._listen_address}" if self._listen_address else "")
+
+    @property
+    def listen_address(self) -> Endpoint | None:
+        """Where the listener is bound (the real port when ``listen`` asked for port 0);
+        ``None`` before ``start`` or without a listener."""
+        return self._listen_address
+
+    @property
+    def connected_peer_ids(self) -> frozenset[int]:
+        """Destinations with an established outbound connection (a snapshot)."""
+        return frozenset(self._connected)
+
+    @property
+    def inbound_connection_count(self) -> int:
+        """Connections peers have open to this node's listener."""
+        return len(self._inbound_connections)
+
+    @property
+    def is_running(self) -> bool:
+        """Whether the network thread is alive."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def new_correlation_id(self) -> int:
+        return next(self._ids)
+
+    def send(self, request: OutboundRequest) -> None:
+        """Queue ``request`` for its destination; never blocks, never raises. Its answer (or
+        an error response made here) arrives on the queue as an ``InboundResponse``."""
+        self._submit(request)
+
+    def respond(self, response: OutboundResponse) -> None:
+        """Queue the answer to an ``InboundRequest``; never blocks, never raises. Dropped when
+        the connection the request came on has closed."""
+        self._submit(response)
+
+    def update_peer(self, peer_id: int, address: Endpoint | None) -> None:
+        """Set (or with ``None`` forget) the address of a destination. A connection open to its
+        old address is closed; its requests in flight are answered BROKER_NOT_AVAILABLE."""
+        self._submit(_UpdatePeer(peer_id, address))
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Close every connection and the listener and stop the thread (idempotent). Requests
+        still in flight get no answer. Waits at most ``timeout_s`` for the thread."""
+        with self._lock:
+            already = self._closed
+            self._closed = True
+            self._outbox.clear()
+            token = self._token
+        if not already and token is not None:
+            with contextlib.suppress(trio.RunFinishedError):
+                token.run_sync_soon(self._shutdown)
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout_s)
+            if thread.is_alive():
+                logger.error("network thread %s did not stop within %.1f s",
+                             self._thread_name, timeout_s)
+        if not already:
+            logger.info("network channel %s closed", self._thread_name)
+
+    def _submit(self, item: _OutboxItem) -> None:
+        with self._lock:
+            if self._closed:
+                logger.debug("channel %s is closed: dropping %s", self._thread_name,
+                             type(item).__name__)
+                return
+            self._outbox.append(item)
+            token = self._token
+            if self._wake_scheduled or token is None:
+                return  # the dispatcher is already due to run (or will at start)
+            self._wake_scheduled = True
+        try:
+            token.run_sync_soon(self._wake_dispatcher)
+        except trio.RunFinishedError:
+            logger.debug("network thread %s has ended: dropping %s", self._thread_name,
+                         type(item).__name__)
+
+    # ---------------------------------------------------------------------------------------
+    # The trio thread: startup, dispatch, shutdown
+
+    def _run(self, ready: threading.Event) -> None:
+        try:
+            trio.run(self._main, ready)
+        except BaseException:
+            logger.exception("network thread %s crashed", self._thread_name)
+        finally:
+            with self._lock:  # whatever is sent from now on is dropped, not kept forever
+                self._closed = True
+                self._outbox.clear()
+            ready.set()
+            if self._listen_socket is not None:
+                self._listen_socket.close()
+
+    async def _main(self, ready: threading.Event) -> None:
+        self._dispatch_lot = trio.lowlevel.ParkingLot()
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                nursery.start_soon(self._dispatch)
+                if self._listen_socket is not None:
+                    listener = trio.SocketListener(
+                        trio.socket.from_stdlib_socket(self._listen_socket)
+                    )
+                    nursery.start_soon(self._accept_loop, listener)
+                with self._lock:
+                    self._token = trio.lowlevel.current_trio_token()
+                ready.set()
+        finally:
+            self._closing = True
+
+    def _shutdown(self) -> None:
+        self._closing = True
+        if self._nursery is not None:
+            self._nursery.cancel_scope.cancel()
+
+    def _wake_dispatcher(self) -> None:
+        if self._dispatch_lot is not None:
+            self._dispatch_lot.unpark_all()
+
+    async def _dispatch(self) -> None:
+        assert self._dispatch_lot is not None
+        lot = self._dispatch_lot
+        while True:
+            with self._lock:
+                items = self._outbox
+                self._outbox = deque()
+                self._wake_scheduled = False
+            if not items:
+                await lot.park()
+                continue
+            for item in items:
+                try:
+                    if isinstance(item, OutboundRequest):
+                        self._send_request(item)
+                    elif isinstance(item, OutboundResponse):
+                        self._send_response(item)
+                    else:
+                        self._update_peer(item)
+                except Exception:  # a bug here must not stop the transport
+                    logger.exception("network thread %s failed to handle %s",
+                                     self._thread_name, type(item).__name__)
+            await trio.lowlevel.checkpoint()
+
+    # ---------------------------------------------------------------------------------------
+    # Outbound: requests to peers and their responses
+
+    def _send_request(self, request: OutboundRequest) -> None:
+        if self._closing:
+            return
+        peer = self._peers.get(request.destination)
+        if peer is None:
+            logger.debug("no address for destination %d", request.destination)
+            self._answer_locally(request, Errors.BROKER_NOT_AVAILABLE)
+            return
+        connection = peer.connection
+        now = trio.current_time()
+        if (connection is None and now < peer.backoff_until) or (
+            connection is not None and connection.closed
+        ):
+            # Backing off after a failure, or the connection is on its way down.
+            self._answer_locally(request, Errors.BROKER_NOT_AVAILABLE)
+            return
+        header = RequestHeader.for_body(
+            request.body,
+            request.correlation_id,
+            source_replica_id=self._source_replica_id,
+            source_directory_id=self._directory_id,
+            cluster_id=self._cluster_id,
+        )
+        try:
+            data = encode_request(header, request.body, max_frame_size=self._max_frame_size)
+        except FrameError as exc:
+            logger.error("cannot send %s to %d: %s", type(request.body).__name__,
+                         request.destination, exc)
+            self._answer_locally(request, Errors.UNKNOWN_SERVER_ERROR)
+            return
+        if connection is None:
+            connection = self._open_connection(peer, now)
+        in_flight = connection.in_flight
+        if not in_flight:
+            connection.reaper_lot.unpark_all()
+        in_flight[request.correlation_id] = (request, now + self._request_timeout_s)
+        connection.write(data)
+
+    def _answer_locally(self, request: OutboundRequest, error: Errors) -> None:
+        if self._closing:
+            return
+        self._queue.add(
+            InboundResponse(
+                request.correlation_id,
+                request.destination,
+                _error_response(request.body, error),
+                self._clock.now_ms(),
+            )
+        )
+
+    def _open_connection(self, peer: _Peer, now: float) -> _OutboundConnection:
+        connection = _OutboundConnection(
+            f"to {peer.peer_id} at {peer.address}", self._write_limit, now
+        )
+        peer.connection = connection
+        assert self._nursery is not None
+        self._nursery.start_soon(self._run_outbound, peer, connection)
+        return connection
+
+    async def _run_outbound(self, peer: _Peer, connection: _OutboundConnection) -> None:
+        stream: trio.abc.Stream | None = None
+        try:
+            with connection.scope:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._expire_requests, connection)
+                    try:
+                        stream = await self._connect(peer.address)
+                    except _IO_ERRORS as exc:
+                        # Warn once per run of failures, and at every refused certificate.
+                        quiet = peer.failures and _failure_level(exc) != logging.WARNING
+                        level = logging.DEBUG if quiet else logging.WARNING
+                        connection.close(f"cannot connect: {_describe(exc)}", level)
+                        return
+                    connection.established = True
+                    peer.failures = 0
+                    self._connected.add(peer.peer_id)
+                    logger.debug("connected %s", connection.label)
+                    nursery.start_soon(self._write_until_broken, connection, stream)
+                    await self._read_responses(peer, connection, stream)
+        except Exception:
+            logger.exception("connection %s failed", connection.label)
+        finally:
+            connection.close("ended")
+            if stream is not None:
+                await trio.aclose_forcefully(stream)
+            self._end_outbound(peer, connection)
+
+    async def _connect(self, address: Endpoint) -> trio.abc.Stream:
+        stream: trio.abc.Stream = await trio.open_tcp_stream(address.host, address.port)
+        if self._client_context is None:
+            return stream
+        tls_stream = trio.SSLStream(stream, self._client_context, server_hostname=address.host)
+        try:
+            await tls_stream.do_handshake()
+        except BaseException:
+            await trio.aclose_forcefully(tls_stream)
+            raise
+        return tls_stream
+
+    async def _write_until_broken(self, connection: _Connection, stream: trio.abc.Stream) -> None:
+        try:
+            await connection.run_writer(stream)
+        except _IO_ERRORS as exc:
+            connection.close(f"write failed: {_describe(exc)}", _failure_level(exc))
+
+    async def _read_responses(
+        self, peer: _Peer, connection: _OutboundConnection, stream: trio.abc.Stream
+    ) -> None:
+        decoder = ResponseFrameDecoder(self._max_frame_size)
+        in_flight = connection.in_flight
+        queue = self._queue
+        source = peer.peer_id
+        try:
+            while data := await stream.receive_some(READ_CHUNK_SIZE):
+                decoder.feed(data)
+                received_ms = self._clock.now_ms()
+                for frame in decoder:
+                    correlation_id = frame.header.correlation_id
+                    entry = in_flight.pop(correlation_id, None)
+                    if entry is None:
+                        connection.close(
+                            f"response to correlation id {correlation_id}, not in flight",
+                            logging.ERROR,
+                        )
+                        return
+                    if frame.body.API_KEY != entry[0].body.API_KEY:
+                        in_flight[correlation_id] = entry  # answered BROKER_NOT_AVAILABLE
+                        connection.close(
+                            f"{type(frame.body).__name__} in answer to a "
+                            f"{type(entry[0].body).__name__}",
+                            logging.ERROR,
+                        )
+                        return
+                    queue.add(InboundResponse(correlation_id, source, frame.body, received_ms))
+            decoder.feed_eof()
+            connection.close("closed by the peer", logging.INFO)
+        except FrameError as exc:
+            connection.close(f"bad response: {exc}", logging.ERROR)
+        except _IO_ERRORS as exc:
+            connection.close(f"read failed: {_describe(exc)}", _failure_level(exc))
+
+    async def _expire_requests(self, connection: _OutboundConnection) -> None:
+        in_flight = connection.in_flight
+        while True:
+            if not in_flight:
+                await connection.reaper_lot.park()
+                continue
+            request, deadline = next(iter(in_flight.values()))
+            if trio.current_time() >= deadline:
+                connection.timed_out = True
+                connection.close(
+                    f"no answer to {type(request.body).__name__} (correlation id "
+                    f"{request.correlation_id}) within {self._request_timeout_s:.3f} s",
+                    logging.WARNING,
+                )
+                return
+            await trio.sleep_until(deadline)
+
+    def _end_outbound(self, peer: _Peer, connection: _OutboundConnection) -> None:
+        if peer.connection is connection:
+            peer.connection = None
+        current = self._peers.get(peer.peer_id)
+        if current is None or current.connection is None or not current.connection.established:
+            self._connected.discard(peer.peer_id)
+        if not connection.established:
+            peer.failures += 1
+        # Kafka's ClusterConnectionStates: the next attempt waits the backoff from the start of
+        # the last one, which grows with the failures in a row.
+        peer.backoff_until = connection.started_at + self._backoff_delay_s(peer.failures)
+        error = Errors.REQUEST_TIMED_OUT if connection.timed_out else Errors.BROKER_NOT_AVAILABLE
+        requests = [request for request, _ in connection.in_flight.values()]
+        connection.in_flight.clear()
+        for request in requests:
+            self._answer_locally(request, error)
+
+    def _backoff_delay_s(self, failures: int) -> float:
+        if self._backoff_s <= 0:
+            return 0.0
+        exponent = min(max(failures - 1, 0), 32)  # 2**32 times any backoff is past any cap
+        delay = min(self._backoff_s * 2.0**exponent, self._backoff_max_s)
+        return delay * self._random.uniform(1 - _BACKOFF_JITTER, 1 + _BACKOFF_JITTER)
+
+    def _update_peer(self, update: _UpdatePeer) -> None:
+        peer = self._peers.get(update.peer_id)
+        if peer is not None and peer.address == update.address:
+            return
+        if peer is not None and peer.connection is not None:
+            peer.connection.close(f"address changed to {update.address}", logging.INFO)
+        if update.address is None:
+            self._peers.pop(update.peer_id, None)
+        else:
+            self._peers[update.peer_id] = _Peer(update.peer_id, update.address)
+
+    # ---------------------------------------------------------------------------------------
+    # Inbound: peers' requests and this node's responses
+
+    async def _accept_loop(self, listener: trio.SocketListener) -> None:
+        async with listener:
+            while True:
+                try:
+                    stream = await listener.accept()
+                except OSError as exc:  # out of file descriptors or memory: wait, retry
+                    logger.error("listener on %s cannot accept: %s", self._listen_address, exc)
+                    await trio.sleep(_ACCEPT_ERROR_PAUSE_S)
+                    continue
+                assert self._nursery is not None
+                self._nursery.start_soon(self._run_inbound, stream)
+
+    async def _run_inbound(self, tcp_stream: trio.SocketStream) -> None:
+        try:
+            host, port = tcp_stream.socket.getpeername()[:2]
+            label = f"from {host}:{port}"
+        except OSError:
+            label = "from an unknown peer"
+        connection = _InboundConnection(label, self._write_limit)
+        stream: trio.abc.Stream = tcp_stream
+        self._inbound_connections.add(connection)
+        try:
+            with connection.scope:
+                if self._server_context is not None:
+                    tls_stream = await self._accept_tls(connection, tcp_stream)
+                    if tls_stream is None:
+                        return
+                    stream = tls_stream
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._write_until_broken, connection, stream)
+                    await self._read_requests(connection, stream)
+        except Exception:
+            logger.exception("connection %s failed", connection.label)
+        finally:
+            connection.close("ended")
+            await trio.aclose_forcefully(stream)
+            self._inbound_connections.discard(connection)
+            for channel_id in connection.pending:
+                self._inbound.pop(channel_id, None)
+            connection.pending.clear()
+
+    async def _accept_tls(
+        self, connection: _InboundConnection, tcp_stream: trio.SocketStream
+    ) -> trio.SSLStream[trio.SocketStream] | None:
+        """The TLS stream once the handshake is done; ``None`` (and the connection closed)
+        when it fails or takes longer than a request may."""
+        assert self._server_context is not None
+        tls_stream = trio.SSLStream(tcp_stream, self._server_context, server_side=True)
+        try:
+            with trio.fail_after(self._request_timeout_s):
+                await tls_stream.do_handshake()
+        except (trio.TooSlowError, *_IO_ERRORS) as exc:
+            await trio.aclose_forcefully(tls_stream)
+            connection.close(f"TLS handshake failed: {_describe(exc)}", logging.WARNING)
+            return None
+        return tls_stream
+
+    async def _read_requests(self, connection: _InboundConnection, stream: trio.abc.Stream) -> None:
+        decoder = RequestFrameDecoder(self._max_frame_size)
+        inbound = self._inbound
+        pending = connection.pending
+        queue = self._queue
+        ids = self._ids
+        try:
+            while data := await stream.receive_some(READ_CHUNK_SIZE):
+                decoder.feed(data)
+                received_ms = self._clock.now_ms()
+                for frame in decoder:
+                    header = frame.header
+                    channel_id = next(ids)
+                    inbound[channel_id] = (connection, header.correlation_id)
+                    pending.add(channel_id)
+                    queue.add(
+                        InboundRequest(
+                            correlation_id=channel_id,
+                            source=header.source_replica_id,
+                            source_directory_id=header.source_directory_id,
+                            cluster_id=header.cluster_id,
+                            body=frame.body,
+                            received_ms=received_ms,
+                            api_version=header.api_version,
+                        )
+                    )
+            decoder.feed_eof()
+            connection.close("closed by the peer")
+        except FrameError as exc:
+            connection.close(f"bad request: {exc}", logging.ERROR)
+        except _IO_ERRORS as exc:
+            connection.close(f"read failed: {_describe(exc)}", _failure_level(exc))
+
+    def _send_response(self, response: OutboundResponse) -> None:
+        entry = self._inbound.pop(response.correlation_id, None)
+        if entry is None:
+            logger.debug("dropping the response to request %d: its connection has closed",
+                         response.correlation_id)
+            return
+        connection, peer_correlation_id = entry
+        connection.pending.discard(response.correlation_id)
+        if connection.closed:
+            return
+        header = ResponseHeader(peer_correlation_id)
+        try:
+            data = encode_response(header, response.body, max_frame_size=self._max_frame_size)
+        except FrameError as exc:
+            logger.error("cannot send %s to %s: %s", type(response.body).__name__,
+                         connection.label, exc)
+            error_body = type(response.body)(error_code=Errors.UNKNOWN_SERVER_ERROR)
+            data = encode_response(header, error_body, max_frame_size=self._max_frame_size)
+        connection.write(data)
+
+
+def _bind(address: Endpoint) -> socket.socket:
+    """A listening socket on ``address`` (the first address its host resolves to)."""
+    try:
+        infos = socket.getaddrinfo(
+            address.host or None, address.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except OSError as exc:
+        raise TransportError(f"cannot listen on {address}: {exc}") from exc
+    family, kind, proto, _, sockaddr = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(sockaddr)
+        sock.listen(_LISTEN_BACKLOG)
+    except OSError as exc:
+        sock.close()
+        raise TransportError(f"cannot listen on {address}: {exc}") from exc
+    return sock
+
+
+# -------------------------------------------------------------------------------------------
+# One request, for command-line tools
+
+
+def request_once(
+    address: Endpoint,
+    body: Request,
+    *,
+    cluster_id: str | None,
+    timeout_s: float,
+    tls: TlsConfig | None = None,
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+) -> Response:
+    """Send ``body`` to the replica at ``address`` as an anonymous replica (source id -1) and
+    return the response body.
+
+    Opens one connection in the calling thread (its own ``trio.run``) and closes it. Raises
+    :class:`TransportError`, naming the address and what failed, when the connection cannot be
+    opened, no answer arrives within ``timeout_s``, or the answer is not a response to
+    ``body``. An error *in* the response (its ``error_code``) is returned, not raised.
+    """
+    context = tls.client_context() if tls is not None else None
+    correlation_id = 1
+    header = RequestHeader.for_body(body, correlation_id, cluster_id=cluster_id)
+    try:
+        data = encode_request(header, body, max_frame_size=max_frame_size)
+    except FrameError as exc:
+        raise TransportError(f"cannot send {type(body).__name__} to {address}: {exc}") from exc
+    name = type(body).__name__
+    try:
+        frame_body = trio.run(
+            _request_once, address, data, correlation_id, context, max_frame_size, timeout_s
+        )
+    except trio.TooSlowError:
+        raise TransportError(f"{address}: no answer to {name} within {timeout_s} s") from None
+    if frame_body.API_KEY != body.API_KEY:
+        raise TransportError(f"{address} answered {name} with a {type(frame_body).__name__}")
+    return frame_body
+
+
+async def _request_once(
+    address: Endpoint,
+    data: bytes,
+    correlation_id: int,
+    context: ssl.SSLContext | None,
+    max_frame_size: int,
+    timeout_s: float,
+) -> Response:
+    with trio.fail_after(timeout_s):
+        try:
+            stream: trio.abc.Stream = await trio.open_tcp_stream(address.host, address.port)
+        except OSError as exc:
+            raise TransportError(f"cannot connect to {address}: {exc}") from exc
+        try:
+            if context is not None:
+                stream = trio.SSLStream(stream, context, server_hostname=address.host)
+                try:
+                    await stream.do_handshake()
+                except _IO_ERRORS as exc:
+                    raise TransportError(
+                        f"TLS handshake with {address} failed: {_describe(exc)}"
+                    ) from exc
+            try:
+                await stream.send_all(data)
+                return await _read_one_response(stream, correlation_id, max_frame_size, address)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                raise TransportError(
+                    f"connection to {address} failed: {_describe(exc)}"
+                ) from exc
+        finally:
+            await trio.aclose_forcefully(stream)
+
+
+async def _read_one_response(
+    stream: trio.abc.Stream, correlation_id: int, max_frame_size: int, address: Endpoint
+) -> Response:
+    decoder = ResponseFrameDecoder(max_frame_size)
+    try:
+        while data := await stream.receive_some(READ_CHUNK_SIZE):
+            decoder.feed(data)
+            frame = decoder.next_frame()
+            if frame is None:
+                continue
+            if frame.header.correlation_id != correlation_id:
+                raise TransportError(
+                    f"{address} answered correlation id {frame.header.correlation_id}, "
+                    f"expected {correlation_id}"
+                )
+            return frame.body
+        decoder.feed_eof()
+    except FrameError as exc:
+        raise TransportError(f"{address} sent a bad response: {exc}") from exc
+    raise TransportError(f"{address} closed the connection without answering")
