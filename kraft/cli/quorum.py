@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from kraft.config import ConfigError, Endpoint, parse_bootstrap_servers
@@ -19,6 +20,8 @@ from kraft.errors import KraftError, TransportError
 from kraft.log.meta_properties import uuid_from_bytes
 from kraft.protocol.errors import Errors
 from kraft.protocol.messages import DescribeQuorumRequest, DescribeQuorumResponse, ReplicaState
+from kraft.runtime.config import load_node_config
+from kraft.runtime.tls import TlsConfig
 from kraft.runtime.transport import request_once
 
 __all__ = ["describe_quorum", "register"]
@@ -45,13 +48,17 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     what.add_argument("--replication", action="store_true", help="a row per replica")
     describe.add_argument("--json", action="store_true", help="print JSON")
     describe.add_argument("--cluster-id", default=None, help="the cluster id to send")
+    describe.add_argument("--config", "-c", type=Path, default=None,
+                          help="a node's TOML file: its [tls] settings and cluster_id are used "
+                               "(needed for a quorum that runs TLS)")
     describe.add_argument("--timeout", type=float, default=5.0,
                           help="seconds to wait for each address (default 5)")
     describe.set_defaults(handler=_describe)
 
 
 def describe_quorum(
-    bootstrap: list[Endpoint], *, cluster_id: str | None = None, timeout_s: float = 5.0
+    bootstrap: list[Endpoint], *, cluster_id: str | None = None, timeout_s: float = 5.0,
+    tls: TlsConfig | None = None,
 ) -> DescribeQuorumResponse:
     """The leader's DescribeQuorum answer, asking each address in turn.
 
@@ -62,7 +69,7 @@ def describe_quorum(
     for address in bootstrap:
         try:
             response = request_once(address, DescribeQuorumRequest(), cluster_id=cluster_id,
-                                    timeout_s=timeout_s)
+                                    timeout_s=timeout_s, tls=tls)
         except TransportError as exc:
             problems.append(str(exc))  # it names the address
             continue
@@ -141,12 +148,22 @@ def _describe(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"error: --bootstrap: {exc}", file=sys.stderr)
         return 2
+    tls, cluster_id = None, args.cluster_id
     try:
-        response = describe_quorum(bootstrap, cluster_id=args.cluster_id, timeout_s=args.timeout)
+        if args.config is not None:
+            node_config = load_node_config(args.config)
+            tls = node_config.tls
+            cluster_id = cluster_id or node_config.cluster_id
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        response = describe_quorum(bootstrap, cluster_id=cluster_id, timeout_s=args.timeout,
+                                   tls=tls)
     except KraftError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    data = _as_dict(response, args.cluster_id)
+    data = _as_dict(response, cluster_id)
     if args.json:
         print(json.dumps(data if args.status else
                          {"replicas": data["voters"] + data["observers"]}, indent=2))

@@ -91,6 +91,8 @@ class NodeConfig:
                 f"max_frame_size ({self.max_frame_size}) must exceed the quorum's "
                 f"max_batch_size_bytes ({self.quorum.max_batch_size_bytes})"
             )
+        if self.segment_bytes is not None and self.segment_bytes < 1024:
+            raise ConfigError(f"segment_bytes must be at least 1024, not {self.segment_bytes}")
         if self.listen is None and self.node_id not in self.quorum.voters:
             raise ConfigError(
                 f"node {self.node_id} is not a voter: give it a `listen` address"

@@ -105,6 +105,7 @@ class RaftNode(Generic[T]):
         self._driver: RaftClientDriver | None = None
         self._stop_exporter: Callable[[], None] | None = None
         self._bound: Endpoint | None = None
+        self._client_closed = False
         self.metrics = RaftMetrics(SystemClock())
         #: The exception that stopped the driver thread, or ``None``.
         self.failure: BaseException | None = None
@@ -135,6 +136,8 @@ class RaftNode(Generic[T]):
         try:
             self._open()
         except BaseException:
+            with self._lock:
+                self._closed = True   # a later close() has nothing left to do
             self._teardown()
             raise
         logger.info("node %d of cluster %s is up, listening on %s", self.node_id,
@@ -211,14 +214,16 @@ class RaftNode(Generic[T]):
     def _teardown(self) -> None:
         """Stop what is running, in Kafka's order; each part at most once."""
         driver, self._driver = self._driver, None
+        client = None if self._client_closed else self._client
+        self._client_closed = True
         channel, self._channel = self._channel, None
         log, self._log = self._log, None
         stop_exporter, self._stop_exporter = self._stop_exporter, None
         try:
             if driver is not None:
                 driver.shutdown()
-            elif self._client is not None and self._client.is_initialized:
-                self._client.close()
+            elif client is not None and client.is_initialized:
+                client.close()
             if channel is not None:
                 channel.close()
             if log is not None:
