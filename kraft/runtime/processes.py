@@ -246,7 +246,9 @@ class LocalQuorum:
                 for node_id, node in self.nodes.items():
                     if node_id in exclude or not node.is_running():
                         continue
-                    changes = [e for e in node._events if e.get("event") == "leader"]
+                    pid = node.pid   # a restarted node's earlier life does not count
+                    changes = [e for e in node._events
+                               if e.get("event") == "leader" and e["pid"] == pid]
                     if changes and changes[-1]["leader"] == node_id:
                         epoch = changes[-1]["epoch"]
                         if best is None or epoch > best[0]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import threading
 import time
@@ -113,6 +114,8 @@ def run_load(node: RaftNode[bytes], tracker: CommitTracker, seconds: float, size
 
 
 def main() -> int:
+    if os.environ.get("KRAFT_SWITCH_INTERVAL"):
+        sys.setswitchinterval(float(os.environ["KRAFT_SWITCH_INTERVAL"]))
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = load_node_config(Path(sys.argv[1]))
