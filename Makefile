@@ -50,6 +50,9 @@ bench: install
 	$(PY) tests/benchmarks/bench_raft.py
 	$(PY) tests/benchmarks/bench_sim.py
 	$(PY) tests/benchmarks/bench_analysis.py --events 2000000
+	$(PY) tests/benchmarks/bench_transport.py
+	$(PY) tests/benchmarks/bench_quorum.py --seconds 5
+	$(PY) tests/benchmarks/bench_snapshot_transfer.py
 
 clean:
 	rm -rf $(RUN_DIR) bench-data .pytest_cache .mypy_cache .ruff_cache .hypothesis
