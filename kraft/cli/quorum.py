@@ -97,14 +97,11 @@ def _directory(replica: ReplicaState) -> str:
 
 
 def _as_dict(response: DescribeQuorumResponse, cluster_id: str | None) -> dict[str, Any]:
-    leader_end = next(
-        (r.log_end_offset for r in response.current_voters if r.replica_id == response.leader_id),
-        -1,
+    leader_state = next(
+        (r for r in response.current_voters if r.replica_id == response.leader_id), None
     )
-    leader_time = next(
-        (r.last_caught_up_timestamp for r in response.current_voters
-         if r.replica_id == response.leader_id), -1,
-    )
+    leader_end = -1 if leader_state is None else leader_state.log_end_offset
+    leader_time = -1 if leader_state is None else leader_state.last_caught_up_timestamp
     endpoints = {n.node_id: [f"{e.name}://{e.host}:{e.port}" for e in n.listeners]
                  for n in response.nodes}
 

@@ -145,6 +145,16 @@ class NodeProcess:
             return f"(see {self.log_path})"
         return " | ".join(tail) + f" (see {self.log_path})"
 
+    def last_leader_event(self) -> Event | None:
+        """The latest ``leader`` event of the running process (a restarted node's earlier
+        life does not count)."""
+        pid = self.pid
+        with self._changed:
+            for event in reversed(self._events):
+                if event.get("event") == "leader" and event["pid"] == pid:
+                    return event
+        return None
+
     def mark(self) -> int:
         """The number of events so far (for ``wait_for(since=...)``)."""
         with self._changed:
@@ -246,11 +256,9 @@ class LocalQuorum:
                 for node_id, node in self.nodes.items():
                     if node_id in exclude or not node.is_running():
                         continue
-                    pid = node.pid   # a restarted node's earlier life does not count
-                    changes = [e for e in node._events
-                               if e.get("event") == "leader" and e["pid"] == pid]
-                    if changes and changes[-1]["leader"] == node_id:
-                        epoch = changes[-1]["epoch"]
+                    change = node.last_leader_event()
+                    if change is not None and change["leader"] == node_id:
+                        epoch = change["epoch"]
                         if best is None or epoch > best[0]:
                             best = (epoch, node_id)
                 if best is not None:
