@@ -470,6 +470,12 @@ class KafkaRaftClient(Generic[T]):
         message = self.queue.poll(max(0, timeout))
         if message is not None:
             self._handle_inbound(message, self.clock.now_ms())
+            state = self.quorum.state
+            if isinstance(message, InboundResponse) and isinstance(state, FollowerState):
+                # A follower sends its next Fetch (made due by the response just handled)
+                # before the listeners run: their work would delay the replication round
+                # trip, and with it every commit.
+                self._send_next_fetch(state, self.clock.now_ms())
         self._poll_listeners()
         if message is not None or not self.queue.is_empty():
             return 0
@@ -541,6 +547,11 @@ class KafkaRaftClient(Generic[T]):
             return self._maybe_send_fetch_to_any_bootstrap(now)
         backoff = self._maybe_send_fetch_to_best_node(state, now)
         return max(0, min(backoff, state.fetch_deadline_ms - now))
+
+    def _send_next_fetch(self, state: FollowerState, now: int) -> None:
+        """What ``_poll_follower`` does next if no timer has expired: send the next Fetch."""
+        if self._shutdown is None and now < state.fetch_deadline_ms:
+            self._maybe_send_fetch_to_best_node(state, now)
 
     def _poll_candidate(self, state: CandidateState, now: int) -> int:
         if self._shutdown is not None:
@@ -829,7 +840,14 @@ class KafkaRaftClient(Generic[T]):
         if high_watermark > self.log.high_watermark:
             self.log.update_high_watermark(high_watermark)
         logger.debug("epoch %d: high watermark %d", state.epoch, high_watermark)
-        # Batches that committed go to the listeners waiting exactly for them, from memory...
+        # KIP-1166: parked fetches from replicas whose high watermark is now behind return.
+        # The listeners hear of the commit at the end of this poll (``_poll_listeners``),
+        # after the answers that carry the new high watermark have been sent.
+        self._complete_parked_fetches(self.clock.now_ms())
+
+    def _deliver_memory_commits(self, high_watermark: int) -> None:
+        """Batches that committed go to the listeners waiting exactly for them, from memory
+        (Kafka's append purgatory); lagging listeners read them from the log instead."""
         uncommitted = self._uncommitted
         if uncommitted and uncommitted[0].last_offset < high_watermark:
             wall = self.clock.wall_ms()
@@ -839,10 +857,6 @@ class KafkaRaftClient(Generic[T]):
                 batch = uncommitted.popleft()
                 metrics.record_commit_latency(max(0, wall - batch.append_timestamp_ms), now)
                 self._fire_memory_commit(batch)
-        # ... then lagging listeners read the rest from the log.
-        self._update_listeners_progress(high_watermark)
-        # KIP-1166: parked fetches from replicas whose high watermark is now behind return.
-        self._complete_parked_fetches(self.clock.now_ms())
 
     # =============================================================================================
     # Sending
@@ -1761,7 +1775,7 @@ class KafkaRaftClient(Generic[T]):
         state.high_watermark = new
         if new > self.log.high_watermark:
             self.log.update_high_watermark(new)
-        self._update_listeners_progress(new)
+        # The listeners hear of it at the end of the poll, after the next Fetch is sent.
 
     # =============================================================================================
     # Listeners
@@ -1779,6 +1793,8 @@ class KafkaRaftClient(Generic[T]):
                 logger.warning("listener %r is not registered", listener)
         high_watermark = self.quorum.high_watermark
         if high_watermark is not None:
+            if isinstance(self.quorum.state, LeaderState):
+                self._deliver_memory_commits(high_watermark)
             self._update_listeners_progress(high_watermark)
         self._fire_leader_change()
 

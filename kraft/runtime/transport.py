@@ -52,13 +52,15 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import os
 import random
 import socket
 import ssl
 import threading
+import time
 import uuid
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Final
 
 import trio
@@ -130,59 +132,132 @@ def _error_response(body: Request, error: Errors) -> Response:
 class _Connection:
     """A stream, its writer and its cancel scope: what inbound and outbound connections share.
 
-    Frames are queued with :meth:`write` from any trio task (or the dispatcher) and sent by
-    :meth:`run_writer` in batches. :meth:`close` cancels the connection's tasks; the task that
-    owns the stream closes it.
+    Frames are written with :meth:`write` from the trio thread, or with :meth:`write_direct`
+    from any thread. A plain TCP connection that is established and has nothing queued is
+    written straight to its socket by the caller (``write_direct``): a frame from the driver
+    thread then leaves without waiting for the trio thread, which matters for commit latency
+    (each hop into trio costs tens of microseconds, more while the driver holds the GIL).
+    Whatever cannot go out at once (a TLS stream, frames already queued, a full socket buffer)
+    is queued for :meth:`run_writer`, which sends all of it in one ``send_all``. ``_lock``
+    orders the two writers: the socket is written directly only while the trio writer holds
+    nothing, so frames leave in the order they were written. :meth:`close` cancels the
+    connection's tasks; the task that owns the stream closes it.
     """
 
-    __slots__ = ("_buffered", "_frames", "_write_limit", "_writer_lot", "closed", "label",
-                 "scope")
+    __slots__ = ("_buffered", "_fd", "_frames", "_token", "_write_limit", "_writer_lot",
+                 "_writing", "closed", "label", "lock", "scope")
 
     def __init__(self, label: str, write_limit: int) -> None:
         self.label = label
         self.scope = trio.CancelScope()
         self.closed = False
+        #: Guards ``closed``, ``_fd``, the queued frames and the outbound ``in_flight`` table.
+        self.lock = threading.Lock()
         self._frames: list[bytes] = []
         self._buffered = 0
+        self._writing = False  # the trio writer has taken frames and is sending them
+        self._fd = -1  # the socket's descriptor while it may be written directly
+        self._token: trio.lowlevel.TrioToken | None = None
         self._write_limit = write_limit
         self._writer_lot = trio.lowlevel.ParkingLot()
 
+    def enable_direct_writes(self, stream: trio.abc.Stream) -> None:
+        """Let :meth:`write_direct` write to ``stream``'s socket (plain TCP only)."""
+        if isinstance(stream, trio.SocketStream):
+            self._token = trio.lowlevel.current_trio_token()
+            with self.lock:
+                if not self.closed:
+                    self._fd = stream.socket.fileno()
+
     def write(self, data: bytes) -> None:
-        """Queue a frame for the writer; a peer that has stopped reading is closed."""
-        if self.closed:
-            return
-        self._frames.append(data)
-        self._buffered += len(data)
-        if self._buffered > self._write_limit:
+        """Queue a frame for the writer (trio thread); a peer that has stopped reading is
+        closed."""
+        with self.lock:
+            if self.closed:
+                return
+            self._frames.append(data)
+            self._buffered += len(data)
+            overflow = self._buffered > self._write_limit
+        if overflow:
             self.close(f"more than {self._write_limit} bytes unread by the peer", logging.ERROR)
             return
         if self._writer_lot:
             self._writer_lot.unpark()
 
+    def write_direct(self, data: bytes, before: Callable[[], None] | None = None) -> bool:
+        """Write a frame to the socket from the calling thread, if the connection allows it
+        now; ``False`` (nothing done) when it does not. ``before`` runs under the lock first
+        (to register a request in flight before its answer can arrive). What the socket does
+        not take at once is left to the trio writer."""
+        with self.lock:
+            if self.closed or self._fd < 0 or self._frames or self._writing:
+                return False
+            if before is not None:
+                before()
+            try:
+                written = os.write(self._fd, data)
+            except BlockingIOError:
+                written = 0
+            except OSError:
+                # Broken: the trio writer meets the same error and closes the connection
+                # (answering what is in flight); no more direct writes until then.
+                self._fd = -1
+                written = 0
+            if written == len(data):
+                return True
+            rest = data[written:]
+            self._frames.append(rest)
+            self._buffered += len(rest)
+            token = self._token
+        if token is not None:
+            with contextlib.suppress(trio.RunFinishedError):
+                token.run_sync_soon(self._wake_writer)
+        return True
+
+    def _wake_writer(self) -> None:
+        if self._writer_lot:
+            self._writer_lot.unpark()
+
     def close(self, reason: str, level: int = logging.DEBUG) -> None:
-        """End the connection (idempotent): its tasks are cancelled."""
-        if not self.closed:
+        """End the connection (idempotent, trio thread): its tasks are cancelled."""
+        with self.lock:
+            if self.closed:
+                return
             self.closed = True
-            logger.log(level, "closing connection %s: %s", self.label, reason)
-            self.scope.cancel()
+            self._fd = -1
+        logger.log(level, "closing connection %s: %s", self.label, reason)
+        self.scope.cancel()
 
     async def run_writer(self, stream: trio.abc.Stream) -> None:
         """Send whatever is queued, all of it in one ``send_all``, until cancelled."""
         frames = self._frames
+        lock = self.lock
         while True:
-            while not frames:
+            with lock:
+                self._writing = False
+                if frames:
+                    data = frames[0] if len(frames) == 1 else b"".join(frames)
+                    frames.clear()
+                    self._buffered = 0
+                    self._writing = True
+            if not self._writing:
                 await self._writer_lot.park()
-            data = frames[0] if len(frames) == 1 else b"".join(frames)
-            frames.clear()
-            self._buffered = 0
-            await stream.send_all(data)
+                continue
+            try:
+                await stream.send_all(data)
+            except BaseException:
+                with lock:
+                    self._fd = -1  # a half-written frame: nothing may follow it
+                raise
 
 
 class _OutboundConnection(_Connection):
     """One connection to a peer, from the first request that needed it to its close.
 
-    ``in_flight`` maps correlation ids to the request and its deadline (``trio`` time), in the
-    order sent; with one timeout for all, the first entry is always the next to expire.
+    ``in_flight`` maps correlation ids to the request and its deadline (``time.monotonic``),
+    in the order sent; with one timeout for all, the first entry is always the next to expire.
+    It is written by the driver thread too (:meth:`TrioNetworkChannel.send`), so it is only
+    touched under ``lock``.
     """
 
     __slots__ = ("established", "in_flight", "reaper_lot", "started_at", "timed_out")
@@ -372,14 +447,16 @@ class TrioNetworkChannel:
         return next(self._ids)
 
     def send(self, request: OutboundRequest) -> None:
-        """Queue ``request`` for its destination; never blocks, never raises. Its answer (or
+        """Send ``request`` to its destination; never blocks, never raises. Its answer (or
         an error response made here) arrives on the queue as an ``InboundResponse``."""
-        self._submit(request)
+        if not self._send_direct(request):
+            self._submit(request)
 
     def respond(self, response: OutboundResponse) -> None:
-        """Queue the answer to an ``InboundRequest``; never blocks, never raises. Dropped when
+        """Send the answer to an ``InboundRequest``; never blocks, never raises. Dropped when
         the connection the request came on has closed."""
-        self._submit(response)
+        if not self._respond_direct(response):
+            self._submit(response)
 
     def update_peer(self, peer_id: int, address: Endpoint | None) -> None:
         """Set (or with ``None`` forget) the address of a destination. A connection open to its
@@ -405,6 +482,55 @@ class TrioNetworkChannel:
                              self._thread_name, timeout_s)
         if not already:
             logger.info("network channel %s closed", self._thread_name)
+
+    # The fast path: the caller's thread writes to an established plain TCP connection
+    # itself when nothing is queued before it (see _Connection). Everything else, and every
+    # error, takes the outbox to the trio thread, which handles it as before.
+
+    def _nothing_queued(self) -> bool:
+        with self._lock:
+            return not self._closed and not self._outbox and self._token is not None
+
+    def _send_direct(self, request: OutboundRequest) -> bool:
+        peer = self._peers.get(request.destination)
+        connection = None if peer is None else peer.connection
+        if connection is None or not connection.established or not self._nothing_queued():
+            return False
+        header = RequestHeader.for_body(
+            request.body,
+            request.correlation_id,
+            source_replica_id=self._source_replica_id,
+            source_directory_id=self._directory_id,
+            cluster_id=self._cluster_id,
+        )
+        try:
+            data = encode_request(header, request.body, max_frame_size=self._max_frame_size)
+        except FrameError:
+            return False  # the trio thread logs it and answers the request with an error
+        in_flight = connection.in_flight
+        entry = (request, time.monotonic() + self._request_timeout_s)
+
+        def register() -> None:
+            in_flight[request.correlation_id] = entry
+
+        return connection.write_direct(data, register)
+
+    def _respond_direct(self, response: OutboundResponse) -> bool:
+        entry = self._inbound.get(response.correlation_id)
+        if entry is None or not self._nothing_queued():
+            return False
+        connection, peer_correlation_id = entry
+        try:
+            data = encode_response(ResponseHeader(peer_correlation_id), response.body,
+                                   max_frame_size=self._max_frame_size)
+        except FrameError:
+            return False
+        if not connection.write_direct(data):
+            return False
+        self._inbound.pop(response.correlation_id, None)
+        with connection.lock:
+            connection.pending.discard(response.correlation_id)
+        return True
 
     def _submit(self, item: _OutboxItem) -> None:
         with self._lock:
@@ -525,9 +651,13 @@ class TrioNetworkChannel:
         if connection is None:
             connection = self._open_connection(peer, now)
         in_flight = connection.in_flight
-        if not in_flight:
+        with connection.lock:
+            was_idle = not in_flight
+            in_flight[request.correlation_id] = (
+                request, time.monotonic() + self._request_timeout_s
+            )
+        if was_idle:
             connection.reaper_lot.unpark_all()
-        in_flight[request.correlation_id] = (request, now + self._request_timeout_s)
         connection.write(data)
 
     def _answer_locally(self, request: OutboundRequest, error: Errors) -> None:
@@ -569,6 +699,7 @@ class TrioNetworkChannel:
                     peer.failures = 0
                     self._connected.add(peer.peer_id)
                     logger.debug("connected %s", connection.label)
+                    connection.enable_direct_writes(stream)
                     nursery.start_soon(self._write_until_broken, connection, stream)
                     await self._read_responses(peer, connection, stream)
         except Exception:
@@ -610,7 +741,8 @@ class TrioNetworkChannel:
                 received_ms = self._clock.now_ms()
                 for frame in decoder:
                     correlation_id = frame.header.correlation_id
-                    entry = in_flight.pop(correlation_id, None)
+                    with connection.lock:
+                        entry = in_flight.pop(correlation_id, None)
                     if entry is None:
                         connection.close(
                             f"response to correlation id {correlation_id}, not in flight",
@@ -618,7 +750,8 @@ class TrioNetworkChannel:
                         )
                         return
                     if frame.body.API_KEY != entry[0].body.API_KEY:
-                        in_flight[correlation_id] = entry  # answered BROKER_NOT_AVAILABLE
+                        with connection.lock:  # answered BROKER_NOT_AVAILABLE
+                            in_flight[correlation_id] = entry
                         connection.close(
                             f"{type(frame.body).__name__} in answer to a "
                             f"{type(entry[0].body).__name__}",
@@ -635,12 +768,20 @@ class TrioNetworkChannel:
 
     async def _expire_requests(self, connection: _OutboundConnection) -> None:
         in_flight = connection.in_flight
+        # A request the driver thread sends directly does not wake this task: while nothing
+        # is in flight it looks again every quarter of the timeout, so a request expires
+        # within 1.25 timeouts at worst.
+        idle_check_s = self._request_timeout_s / 4
         while True:
-            if not in_flight:
-                await connection.reaper_lot.park()
+            with connection.lock:
+                first = next(iter(in_flight.values()), None)
+            if first is None:
+                with trio.move_on_after(idle_check_s):
+                    await connection.reaper_lot.park()
                 continue
-            request, deadline = next(iter(in_flight.values()))
-            if trio.current_time() >= deadline:
+            request, deadline = first
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
                 connection.timed_out = True
                 connection.close(
                     f"no answer to {type(request.body).__name__} (correlation id "
@@ -648,7 +789,7 @@ class TrioNetworkChannel:
                     logging.WARNING,
                 )
                 return
-            await trio.sleep_until(deadline)
+            await trio.sleep(remaining)
 
     def _end_outbound(self, peer: _Peer, connection: _OutboundConnection) -> None:
         if peer.connection is connection:
@@ -662,8 +803,9 @@ class TrioNetworkChannel:
         # the last one, which grows with the failures in a row.
         peer.backoff_until = connection.started_at + self._backoff_delay_s(peer.failures)
         error = Errors.REQUEST_TIMED_OUT if connection.timed_out else Errors.BROKER_NOT_AVAILABLE
-        requests = [request for request, _ in connection.in_flight.values()]
-        connection.in_flight.clear()
+        with connection.lock:  # closed: the driver thread adds nothing more
+            requests = [request for request, _ in connection.in_flight.values()]
+            connection.in_flight.clear()
         for request in requests:
             self._answer_locally(request, error)
 
@@ -717,6 +859,7 @@ class TrioNetworkChannel:
                         return
                     stream = tls_stream
                 async with trio.open_nursery() as nursery:
+                    connection.enable_direct_writes(stream)
                     nursery.start_soon(self._write_until_broken, connection, stream)
                     await self._read_requests(connection, stream)
         except Exception:
@@ -725,9 +868,11 @@ class TrioNetworkChannel:
             connection.close("ended")
             await trio.aclose_forcefully(stream)
             self._inbound_connections.discard(connection)
-            for channel_id in connection.pending:
+            with connection.lock:
+                pending = list(connection.pending)
+                connection.pending.clear()
+            for channel_id in pending:
                 self._inbound.pop(channel_id, None)
-            connection.pending.clear()
 
     async def _accept_tls(
         self, connection: _InboundConnection, tcp_stream: trio.SocketStream
@@ -758,8 +903,9 @@ class TrioNetworkChannel:
                 for frame in decoder:
                     header = frame.header
                     channel_id = next(ids)
+                    with connection.lock:
+                        pending.add(channel_id)
                     inbound[channel_id] = (connection, header.correlation_id)
-                    pending.add(channel_id)
                     queue.add(
                         InboundRequest(
                             correlation_id=channel_id,
@@ -785,7 +931,8 @@ class TrioNetworkChannel:
                          response.correlation_id)
             return
         connection, peer_correlation_id = entry
-        connection.pending.discard(response.correlation_id)
+        with connection.lock:
+            connection.pending.discard(response.correlation_id)
         if connection.closed:
             return
         header = ResponseHeader(peer_correlation_id)

@@ -243,9 +243,7 @@ def test_a_diverging_end_below_the_high_watermark_is_refused(epoch: int, end_off
     ctx = follower_with_high_watermark(4)
     before = ctx.log.read(0).records
     epochs = ctx.log.epoch_entries()
-    ctx.sent_requests()
-    ctx.poll()
-    sent, _ = ctx.single_sent_request(FetchRequest)
+    sent, _ = ctx.single_sent_request(FetchRequest)  # sent by the poll that handled the last
     ctx.deliver_response(sent, diverging_response(epoch, end_offset, high_watermark=4))
     ctx.poll()
     assert ctx.log.read(0).records == before

@@ -353,6 +353,58 @@ def test_a_leader_delivers_nothing_at_or_above_the_high_watermark() -> None:
     assert listener.records == [b"a", b"b", b"c"]
 
 
+class SentAtCommit(RecordingListener[Any]):
+    """Records, at each ``handle_commit``, what the client had sent so far."""
+
+    def __init__(self, context: RaftTestContext[Any]) -> None:
+        super().__init__()
+        self.context = context
+        self.sent_at_commit: list[tuple[int, int]] = []
+
+    def handle_commit(self, reader: BatchReader[Any]) -> None:
+        channel = self.context.channel
+        self.sent_at_commit.append((len(channel.requests), len(channel.responses)))
+        super().handle_commit(reader)
+
+
+def test_a_follower_sends_its_next_fetch_before_the_listeners_hear_of_the_commit() -> None:
+    """kraft (latency): the poll that handles a Fetch response sends the next Fetch first and
+    delivers the commit after it, so listener work never delays the replication round trip."""
+    context = follower()
+    listener = SentAtCommit(context)
+    context.client.register(listener)
+    context.poll()
+    request, _ = context.single_sent_request(FetchRequest)
+    context.deliver_response(request, FetchResponse(
+        high_watermark=2,
+        records=encode_batch(0, FOLLOWER_EPOCH, [b"a", b"b"], timestamp_ms=TIMESTAMP_MS),
+        current_leader=LeaderIdAndEpoch(REMOTE_LEADER, FOLLOWER_EPOCH),
+    ))
+    context.poll()  # one poll: append, next Fetch, then the listener
+    assert listener.records == [b"a", b"b"]
+    assert listener.sent_at_commit == [(1, 0)]
+    _, body = context.single_sent_request(FetchRequest)
+    assert (body.fetch_offset, body.high_watermark) == (2, 2)
+
+
+def test_the_leader_answers_the_fetch_that_commits_before_the_listeners_hear_of_it() -> None:
+    """kraft (latency): on the leader, the Fetch that moves the HW is answered (with the new
+    HW) in the same poll, before the listeners are told of the commit."""
+    context, epoch = leader()
+    listener = SentAtCommit(context)
+    context.client.register(listener)
+    context.poll()
+    context.sent_responses()
+    append(context, [b"a"])
+    assert listener.batches == []
+    fetch_from(context, 2, 2, epoch)  # one poll: voter 2 has everything; the HW moves to 2
+    assert context.high_watermark == 2
+    assert spans(listener.batches) == [(0, 0), (1, 1)]
+    assert all(responses == 1 for _, responses in listener.sent_at_commit)
+    (answer,) = context.sent_responses(FetchResponse)
+    assert isinstance(answer.body, FetchResponse) and answer.body.high_watermark == 2
+
+
 def test_the_leader_change_batch_is_delivered_with_empty_records_and_decoded_controls() -> None:
     """§2: control batches arrive with empty ``records``; their control records are decoded
     (the LeaderChange written at the start of the epoch)."""

@@ -239,6 +239,7 @@ def test_observer_after_the_fetch_timeout_rediscovers_through_a_bootstrap_server
     (Kafka testObserverSendDiscoveryFetchAfterFetchTimeout)."""
     ctx = observer(bootstrap=True).build()
     discover_leader(ctx)
+    single_fetch(ctx)  # to the leader, at once; unanswered, it times out with the fetch timeout
     ctx.expire_fetch_timeout()
     request, body = single_fetch(ctx)
     assert request.destination in BOOTSTRAP_IDS
