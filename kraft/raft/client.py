@@ -1262,13 +1262,18 @@ class KafkaRaftClient(Generic[T]):
             or body.max_wait_ms == 0
             or response.diverging_epoch is not None
             or response.snapshot_id is not None
-            or self._fetcher_behind_high_watermark(body)
         ):
             self._respond(request, response)
             return
-        self._fetch_purgatory.park(
-            request, body.fetch_offset, body.high_watermark, now + body.max_wait_ms
-        )
+        deadline = now + body.max_wait_ms
+        if self._fetcher_behind_high_watermark(body):
+            linger = self.config.fetch_high_watermark_linger_ms
+            if linger <= 0:
+                self._respond(request, response)
+                return
+            # The high watermark waits (a little) for records to ride with.
+            deadline = min(deadline, now + linger)
+        self._fetch_purgatory.park(request, body.fetch_offset, body.high_watermark, deadline)
 
     def _fetcher_behind_high_watermark(self, body: FetchRequest) -> bool:
         """KIP-1166: answer at once when the fetcher's high watermark is behind ours."""
@@ -1313,10 +1318,15 @@ class KafkaRaftClient(Generic[T]):
         return self._fetch_response(Errors.NONE, records=info.records)
 
     def _complete_parked_fetches(self, now: int) -> None:
-        if not len(self._fetch_purgatory):
+        purgatory = self._fetch_purgatory
+        if not len(purgatory):
             return
         high_watermark = self.quorum.high_watermark
-        for parked in self._fetch_purgatory.ready(self.log.log_end_offset, high_watermark):
+        linger = self.config.fetch_high_watermark_linger_ms
+        if linger > 0 and high_watermark is not None:
+            purgatory.hasten(high_watermark, now + linger)
+        for parked in purgatory.ready(self.log.log_end_offset, high_watermark,
+                                      hw_now=linger <= 0):
             self._answer_parked(parked, now)
 
     def _answer_parked(self, parked: ParkedFetch, now: int) -> None:

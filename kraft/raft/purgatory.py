@@ -47,13 +47,23 @@ class FetchPurgatory:
     ) -> None:
         self._parked.append(ParkedFetch(request, fetch_offset, high_watermark, deadline_ms))
 
-    def ready(self, log_end_offset: int, high_watermark: int | None) -> list[ParkedFetch]:
+    def ready(
+        self, log_end_offset: int, high_watermark: int | None, *, hw_now: bool = True
+    ) -> list[ParkedFetch]:
         """Remove and return the fetches that now have news: data past their fetch offset,
-        or (KIP-1166) a high watermark past theirs."""
-        hw = -2 if high_watermark is None else high_watermark
+        or (KIP-1166, unless ``hw_now`` is false) a high watermark past theirs."""
+        if not hw_now or high_watermark is None:
+            return self._take(lambda p: p.fetch_offset < log_end_offset)
         return self._take(
-            lambda p: p.fetch_offset < log_end_offset or p.high_watermark < hw
+            lambda p: p.fetch_offset < log_end_offset or p.high_watermark < high_watermark
         )
+
+    def hasten(self, high_watermark: int, deadline_ms: int) -> None:
+        """Fetches whose high watermark is behind ``high_watermark`` wait at most until
+        ``deadline_ms`` (the high watermark linger)."""
+        for parked in self._parked:
+            if parked.high_watermark < high_watermark and parked.deadline_ms > deadline_ms:
+                parked.deadline_ms = deadline_ms
 
     def expired(self, now_ms: int) -> list[ParkedFetch]:
         """Remove and return the fetches whose wait is over."""

@@ -35,10 +35,13 @@ class Case:
     window: int = 1
     per_append: int = 1
     linger_ms: int = 0
+    #: fetch_high_watermark_linger_ms (0: Kafka's KIP-1166 behaviour, the default).
+    hw_linger_ms: int = 0
 
 
 CASES = [
     Case("latency-1x100B", window=1, per_append=1),
+    Case("latency-1x100B-hwlinger1", window=1, per_append=1, hw_linger_ms=1),
     Case("throughput-100B-window64x1", window=64, per_append=1),
     Case("throughput-100B-window16x100", window=16, per_append=100),
     Case("throughput-100B-window8x1000", window=8, per_append=1000),
@@ -49,17 +52,18 @@ CASES = [
 ]
 
 
-def _quorum(root: Path, voters: int, linger_ms: int) -> LocalQuorum:
+def _quorum(root: Path, voters: int, linger_ms: int, hw_linger_ms: int = 0) -> LocalQuorum:
     return LocalQuorum(
         root, voters,
         quorum={"append_linger_ms": linger_ms, "election_timeout_ms": 500,
+                "fetch_high_watermark_linger_ms": hw_linger_ms,
                 "fetch_timeout_ms": 1000, "request_timeout_ms": 1000},
         command=lambda node_id, config: [sys.executable, str(NODE), str(config)],
     )
 
 
 def run_case(case: Case, seconds: float, root: Path) -> dict[str, Any]:
-    with _quorum(root / case.name, case.voters, case.linger_ms) as local:
+    with _quorum(root / case.name, case.voters, case.linger_ms, case.hw_linger_ms) as local:
         local.start(TIMEOUT_S)
         leader = local.leader(TIMEOUT_S)
         answer = local.nodes[leader].request(

@@ -23,6 +23,8 @@ from typing import Any
 
 import pytest
 
+from kraft.config import ConfigError, QuorumConfig
+from kraft.config import Endpoint as ConfigEndpoint
 from kraft.protocol.api import METADATA_TOPIC_NAME
 from kraft.protocol.envelope import InboundRequest, InboundResponse
 from kraft.protocol.errors import Errors
@@ -503,6 +505,63 @@ def test_parked_fetch_completes_when_the_high_watermark_passes_the_fetchers() ->
     assert isinstance(observer, FetchResponse)
     assert observer.partition_error_code == Errors.NONE
     assert observer.high_watermark == 3
+
+
+# -- the high watermark linger (kraft) ---------------------------------------------------------
+def test_with_a_linger_the_fetch_that_moves_the_high_watermark_waits_for_records() -> None:
+    """kraft ``fetch_high_watermark_linger_ms``: the fetch that moves the HW is parked, not
+    answered at once; records appended within the linger complete it, carrying the new HW."""
+    ctx = leader_context(fetch_high_watermark_linger_ms=5, append_linger_ms=0)
+    ctx.deliver_request(fetch(2, LEADER, 3, 2, high_watermark=-1), LEADER)
+    ctx.poll()
+    assert ctx.high_watermark == 3
+    assert ctx.sent_responses() == []
+    ctx.advance(2)
+    append(ctx, [b"c"])
+    response = the_fetch_response(ctx)
+    assert response.high_watermark == 3
+    assert [b.base_offset for b in iter_batches(response.records)] == [3]
+
+
+def test_with_a_linger_a_high_watermark_alone_is_sent_when_the_linger_ends() -> None:
+    """kraft: with no records to ride on, the new HW goes out once the linger is over."""
+    ctx = leader_context(fetch_high_watermark_linger_ms=5)
+    ctx.deliver_request(fetch(2, LEADER, 3, 2, high_watermark=-1), LEADER)
+    assert ctx.poll() <= 5  # the poll wakes up for the linger's end
+    assert ctx.sent_responses() == []
+    ctx.advance(4)
+    ctx.poll()
+    assert ctx.sent_responses() == []
+    ctx.advance(1)
+    ctx.poll()
+    response = the_fetch_response(ctx)
+    assert (response.records, response.high_watermark) == (b"", 3)
+
+
+def test_with_a_linger_a_parked_fetch_waits_at_most_the_linger_after_the_hw_moves() -> None:
+    """kraft: a fetch parked for maxWait (10 s) before the HW moved now waits only the linger;
+    the fetch that moved the HW waits too."""
+    ctx = leader_context(fetch_high_watermark_linger_ms=5)
+    ctx.deliver_request(fetch(2, OBSERVER, 3, 2, max_wait_ms=10_000, high_watermark=-1),
+                        OBSERVER)
+    ctx.poll()
+    ctx.advance(100)
+    ctx.deliver_request(fetch(2, LEADER, 3, 2, high_watermark=-1), LEADER)
+    ctx.poll()
+    assert ctx.high_watermark == 3
+    assert ctx.sent_responses() == []
+    ctx.advance(5)
+    ctx.poll()
+    responses = {r.destination: r.body for r in ctx.sent_responses(FetchResponse)}
+    assert set(responses) == {LEADER, OBSERVER}
+    assert all(isinstance(b, FetchResponse) and b.high_watermark == 3
+               for b in responses.values())
+
+
+def test_a_negative_high_watermark_linger_is_refused() -> None:
+    with pytest.raises(ConfigError, match="fetch_high_watermark_linger_ms"):
+        QuorumConfig(voters={1: ConfigEndpoint("localhost", 9990)},
+                     fetch_high_watermark_linger_ms=-1)
 
 
 # =============================================================================================
