@@ -1,10 +1,13 @@
 """``TrioNetworkChannel``: the runtime's TCP transport (a Raft ``NetworkChannel``).
 
 Theory of operation
-    One ``trio.run`` in its own daemon thread (``kraft-<id>-net``) owns every socket. The driver
-    thread (the Raft core) never waits on it: ``send`` and ``respond`` put the envelope in an
-    outbox under a lock and, when the outbox was empty, wake the trio thread with
-    ``TrioToken.run_sync_soon``; a dispatcher task there takes everything queued at once. What
+    One ``trio.run`` in its own daemon thread (``kraft-<id>-net``) owns every connection. The
+    driver thread (the Raft core) never waits on it. On the fast path ``send`` and ``respond``
+    encode the frame and write it to the socket themselves: when the connection is established
+    plain TCP and nothing is queued before the frame (see ``_Connection``). Otherwise they put
+    the envelope in an outbox under a lock and, when the outbox was empty, wake the trio thread
+    with ``TrioToken.run_sync_soon``; a dispatcher task there takes everything queued at once.
+    What
     comes in (requests, and responses to this node's requests) is handed to the core's
     :class:`~kraft.raft.channel.RaftMessageQueue` with ``queue.add`` straight from the trio
     thread.
@@ -33,7 +36,7 @@ Theory of operation
     Every connection has a writer task that takes all frames queued since its last write and
     sends them in one ``send_all``, and a reader that reads up to 256 KiB at a time into a
     sans-IO frame decoder; ``TCP_NODELAY`` is on (trio's default). A frame is msgpack-encoded
-    once, in the trio thread.
+    once, by the thread that writes it (the driver on the fast path, else the trio thread).
 
 Bad input
     Errors of one connection close that connection and nothing else: a declared length above

@@ -785,3 +785,42 @@ def test_unreadable_tls_files_fail_start(make_node: MakeNode, tmp_path: Path) ->
     bad_ca = TlsConfig(certfile=tmp_path / "x", keyfile=tmp_path / "x", cafile=tmp_path / "x")
     with pytest.raises(TransportError):
         bad_ca.client_context()
+
+
+# ---------------------------------------------------------------------------------------------
+# The fast path: the caller's thread writes to an established plain TCP connection
+
+
+def test_a_request_written_directly_times_out_too(make_node: MakeNode) -> None:
+    """A request sent on an established connection (the fast path, which does not wake the
+    trio thread) is still answered REQUEST_TIMED_OUT when the peer never answers it."""
+    b = make_node(2)
+    a = make_node(1, {2: b.address}, listen=None, request_timeout_ms=200)
+    send(a.channel, 2, vote(epoch=1))
+    b.respond(poll_request(b.queue))
+    poll_response(a.queue)
+    assert a.channel.connected_peer_ids == {2}
+    silent = send(a.channel, 2, fetch())
+    poll_request(b.queue)  # B's "driver" never answers
+    response = poll_response(a.queue)
+    assert (response.correlation_id, response.body) == (
+        silent, FetchResponse(error_code=Errors.REQUEST_TIMED_OUT)
+    )
+
+
+def test_responses_to_a_slow_reader_arrive_whole_and_in_order(make_node: MakeNode) -> None:
+    """Responses bigger than the socket buffer, to a peer that does not read for a while: the
+    first is partly written by the driver, the rest of it and everything after go through
+    the trio writer, and the peer reads every response whole, in the order answered."""
+    b = make_node(2)
+    records = [bytes([i]) * (3 * 1024 * 1024) for i in range(4)]  # 3 MiB each
+    with RawClient(b.address) as client:
+        for correlation_id in range(4):
+            client.send_request(fetch(correlation_id), correlation_id)
+        requests = [poll_request(b.queue) for _ in range(4)]
+        for request, data in zip(requests, records, strict=True):
+            b.respond(request, FetchResponse(records=data))  # nobody is reading yet
+        client.sock.settimeout(WAIT_MS / 1000)
+        got = [client.read_response() for _ in range(4)]
+    assert [correlation_id for correlation_id, _ in got] == [0, 1, 2, 3]
+    assert [body for _, body in got] == [FetchResponse(records=data) for data in records]
