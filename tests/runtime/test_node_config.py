@@ -79,3 +79,13 @@ def test_bad_files_name_the_file_and_the_key(tmp_path: Path, text: str, message:
 def test_a_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no such file"):
         load_node_config(tmp_path / "absent.toml")
+
+
+def test_the_latency_settings_of_the_operations_guide_load(tmp_path: Path) -> None:
+    """docs/operations.md#latency: its [quorum] block is a valid table of a node's file."""
+    guide = (Path(__file__).parents[2] / "docs" / "operations.md").read_text()
+    section = guide.split("## Latency", 1)[1]
+    block = section.split("```toml\n", 1)[1].split("```", 1)[0]
+    config = load_node_config(_write(tmp_path, 'node_id = 2\ndata_dir = "d"\n' + VOTERS + block))
+    assert config.quorum.append_linger_ms == 0
+    assert config.quorum.fetch_high_watermark_linger_ms == 1
