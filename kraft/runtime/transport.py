@@ -494,11 +494,8 @@ class TrioNetworkChannel:
         with self._lock:
             return not self._closed and not self._outbox and self._token is not None
 
-    def _send_direct(self, request: OutboundRequest) -> bool:
-        peer = self._peers.get(request.destination)
-        connection = None if peer is None else peer.connection
-        if connection is None or not connection.established or not self._nothing_queued():
-            return False
+    def _encode_request(self, request: OutboundRequest) -> bytes:
+        """The request's frame, as this node sends it; ``FrameError`` if it is too large."""
         header = RequestHeader.for_body(
             request.body,
             request.correlation_id,
@@ -506,8 +503,15 @@ class TrioNetworkChannel:
             source_directory_id=self._directory_id,
             cluster_id=self._cluster_id,
         )
+        return encode_request(header, request.body, max_frame_size=self._max_frame_size)
+
+    def _send_direct(self, request: OutboundRequest) -> bool:
+        peer = self._peers.get(request.destination)
+        connection = None if peer is None else peer.connection
+        if connection is None or not connection.established or not self._nothing_queued():
+            return False
         try:
-            data = encode_request(header, request.body, max_frame_size=self._max_frame_size)
+            data = self._encode_request(request)
         except FrameError:
             return False  # the trio thread logs it and answers the request with an error
         in_flight = connection.in_flight
@@ -637,15 +641,8 @@ class TrioNetworkChannel:
             # Backing off after a failure, or the connection is on its way down.
             self._answer_locally(request, Errors.BROKER_NOT_AVAILABLE)
             return
-        header = RequestHeader.for_body(
-            request.body,
-            request.correlation_id,
-            source_replica_id=self._source_replica_id,
-            source_directory_id=self._directory_id,
-            cluster_id=self._cluster_id,
-        )
         try:
-            data = encode_request(header, request.body, max_frame_size=self._max_frame_size)
+            data = self._encode_request(request)
         except FrameError as exc:
             logger.error("cannot send %s to %d: %s", type(request.body).__name__,
                          request.destination, exc)
