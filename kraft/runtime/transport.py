@@ -768,10 +768,10 @@ class TrioNetworkChannel:
 
     async def _expire_requests(self, connection: _OutboundConnection) -> None:
         in_flight = connection.in_flight
-        # A request the driver thread sends directly does not wake this task: while nothing
-        # is in flight it looks again every quarter of the timeout, so a request expires
-        # within 1.25 timeouts at worst.
-        idle_check_s = self._request_timeout_s / 4
+        # A request the driver thread sends directly does not wake this task. While nothing is
+        # in flight it looks again after one timeout: a request sent meanwhile has a later
+        # deadline, so the next look still comes before it and no request expires late.
+        idle_check_s = self._request_timeout_s
         while True:
             with connection.lock:
                 first = next(iter(in_flight.values()), None)
