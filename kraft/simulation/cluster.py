@@ -524,13 +524,8 @@ class Cluster:
         self, node: SimNode, kind: str, snapshot_id: OffsetAndEpoch, value: int
     ) -> None:
         self.checker.on_snapshot(node.node_id, snapshot_id, value)
-        client = node.client
-        self.events.emit(
-            self.clock.now_ms(), f"snapshot_{kind}", node=node.node_id,
-            epoch=-1 if client is None else client.epoch,
-            role=node.last_role if client is None else client.role,
-            offset=snapshot_id.offset, log_end_offset=node.log.log_end_offset,
-            high_watermark=node.log.high_watermark,
+        self._emit_node(
+            node, f"snapshot_{kind}", offset=snapshot_id.offset,
             details={"snapshot_epoch": snapshot_id.epoch, "value": value,
                      "log_start_offset": node.log.log_start_offset},
         )
