@@ -156,7 +156,7 @@ class _Connection:
         self.closed = False
         #: Guards ``closed``, ``_fd``, the queued frames and the outbound ``in_flight`` table.
         self.lock = threading.Lock()
-        self._frames: list[bytes] = []
+        self._frames: list[bytes | memoryview] = []
         self._buffered = 0
         self._writing = False  # the trio writer has taken frames and is sending them
         self._fd = -1  # the socket's descriptor while it may be written directly
@@ -171,6 +171,12 @@ class _Connection:
             with self.lock:
                 if not self.closed:
                     self._fd = stream.socket.fileno()
+
+    @property
+    def direct_writable(self) -> bool:
+        """Whether :meth:`write_direct` would write now (a hint, read without the lock: the
+        caller encodes a frame only for a connection that can take it directly)."""
+        return self._fd >= 0 and not self._frames and not self._writing
 
     def write(self, data: bytes) -> None:
         """Queue a frame for the writer (trio thread); a peer that has stopped reading is
@@ -187,7 +193,7 @@ class _Connection:
         if self._writer_lot:
             self._writer_lot.unpark()
 
-    def write_direct(self, data: bytes, before: Callable[[], None] | None = None) -> bool:
+    def write_direct(self, data: bytes, before: Callable[[], object] | None = None) -> bool:
         """Write a frame to the socket from the calling thread, if the connection allows it
         now; ``False`` (nothing done) when it does not. ``before`` runs under the lock first
         (to register a request in flight before its answer can arrive). What the socket does
@@ -208,7 +214,7 @@ class _Connection:
                 written = 0
             if written == len(data):
                 return True
-            rest = data[written:]
+            rest = memoryview(data)[written:]
             self._frames.append(rest)
             self._buffered += len(rest)
             token = self._token
@@ -272,6 +278,13 @@ class _OutboundConnection(_Connection):
         self.established = False
         self.timed_out = False
         self.reaper_lot = trio.lowlevel.ParkingLot()
+
+    def track_locked(self, request: OutboundRequest, timeout_s: float) -> bool:
+        """Enter ``request`` in flight, its deadline stamped now (the caller holds ``lock``,
+        so deadlines stay in table order); whether the table was empty before."""
+        was_idle = not self.in_flight
+        self.in_flight[request.correlation_id] = (request, time.monotonic() + timeout_s)
+        return was_idle
 
 
 class _InboundConnection(_Connection):
@@ -374,7 +387,6 @@ class TrioNetworkChannel:
 
         # Owned by the trio thread (read-only elsewhere, by the introspection properties).
         self._peers = {peer_id: _Peer(peer_id, address) for peer_id, address in peers.items()}
-        self._connected: set[int] = set()
         self._inbound_connections: set[_InboundConnection] = set()
         self._inbound: dict[int, tuple[_InboundConnection, int]] = {}
         self._nursery: trio.Nursery | None = None
@@ -434,7 +446,11 @@ class TrioNetworkChannel:
     @property
     def connected_peer_ids(self) -> frozenset[int]:
         """Destinations with an established outbound connection (a snapshot)."""
-        return frozenset(self._connected)
+        peers = list(self._peers.values())  # one atomic copy: the trio thread changes the dict
+        return frozenset(
+            peer.peer_id for peer in peers
+            if peer.connection is not None and peer.connection.established
+        )
 
     @property
     def inbound_connection_count(self) -> int:
@@ -491,8 +507,11 @@ class TrioNetworkChannel:
     # error, takes the outbox to the trio thread, which handles it as before.
 
     def _nothing_queued(self) -> bool:
+        """Nothing waits in the outbox or in the dispatcher's hands (``_wake_scheduled`` stays
+        set while it handles a batch), so a direct write cannot overtake an earlier frame."""
         with self._lock:
-            return not self._closed and not self._outbox and self._token is not None
+            return (not self._closed and not self._outbox and not self._wake_scheduled
+                    and self._token is not None)
 
     def _encode_request(self, request: OutboundRequest) -> bytes:
         """The request's frame, as this node sends it; ``FrameError`` if it is too large."""
@@ -508,36 +527,43 @@ class TrioNetworkChannel:
     def _send_direct(self, request: OutboundRequest) -> bool:
         peer = self._peers.get(request.destination)
         connection = None if peer is None else peer.connection
-        if connection is None or not connection.established or not self._nothing_queued():
+        if connection is None or not connection.direct_writable or not self._nothing_queued():
             return False
         try:
             data = self._encode_request(request)
         except FrameError:
             return False  # the trio thread logs it and answers the request with an error
-        in_flight = connection.in_flight
-        entry = (request, time.monotonic() + self._request_timeout_s)
-
-        def register() -> None:
-            in_flight[request.correlation_id] = entry
-
-        return connection.write_direct(data, register)
+        timeout_s = self._request_timeout_s
+        return connection.write_direct(data, lambda: connection.track_locked(request, timeout_s))
 
     def _respond_direct(self, response: OutboundResponse) -> bool:
         entry = self._inbound.get(response.correlation_id)
-        if entry is None or not self._nothing_queued():
+        if entry is None or not entry[0].direct_writable or not self._nothing_queued():
             return False
         connection, peer_correlation_id = entry
-        try:
-            data = encode_response(ResponseHeader(peer_correlation_id), response.body,
-                                   max_frame_size=self._max_frame_size)
-        except FrameError:
+        if not connection.write_direct(self._encode_response(peer_correlation_id, response)):
             return False
-        if not connection.write_direct(data):
-            return False
-        self._inbound.pop(response.correlation_id, None)
-        with connection.lock:
-            connection.pending.discard(response.correlation_id)
+        self._forget_inbound(response.correlation_id)
         return True
+
+    def _encode_response(self, peer_correlation_id: int, response: OutboundResponse) -> bytes:
+        """The response's frame; one too large to send becomes UNKNOWN_SERVER_ERROR."""
+        header = ResponseHeader(peer_correlation_id)
+        try:
+            return encode_response(header, response.body, max_frame_size=self._max_frame_size)
+        except FrameError as exc:
+            logger.error("cannot send %s in answer to request %d: %s",
+                         type(response.body).__name__, response.correlation_id, exc)
+            error_body = type(response.body)(error_code=Errors.UNKNOWN_SERVER_ERROR)
+            return encode_response(header, error_body, max_frame_size=self._max_frame_size)
+
+    def _forget_inbound(self, channel_id: int) -> tuple[_InboundConnection, int] | None:
+        """Take the connection and peer correlation id of an answered inbound request."""
+        entry = self._inbound.pop(channel_id, None)
+        if entry is not None:
+            with entry[0].lock:
+                entry[0].pending.discard(channel_id)
+        return entry
 
     def _submit(self, item: _OutboxItem) -> None:
         with self._lock:
@@ -605,7 +631,8 @@ class TrioNetworkChannel:
             with self._lock:
                 items = self._outbox
                 self._outbox = deque()
-                self._wake_scheduled = False
+                # Set while this batch is handled: no direct write may overtake it.
+                self._wake_scheduled = bool(items)
             if not items:
                 await lot.park()
                 continue
@@ -650,12 +677,8 @@ class TrioNetworkChannel:
             return
         if connection is None:
             connection = self._open_connection(peer, now)
-        in_flight = connection.in_flight
         with connection.lock:
-            was_idle = not in_flight
-            in_flight[request.correlation_id] = (
-                request, time.monotonic() + self._request_timeout_s
-            )
+            was_idle = connection.track_locked(request, self._request_timeout_s)
         if was_idle:
             connection.reaper_lot.unpark_all()
         connection.write(data)
@@ -697,7 +720,6 @@ class TrioNetworkChannel:
                         return
                     connection.established = True
                     peer.failures = 0
-                    self._connected.add(peer.peer_id)
                     logger.debug("connected %s", connection.label)
                     connection.enable_direct_writes(stream)
                     nursery.start_soon(self._write_until_broken, connection, stream)
@@ -794,9 +816,6 @@ class TrioNetworkChannel:
     def _end_outbound(self, peer: _Peer, connection: _OutboundConnection) -> None:
         if peer.connection is connection:
             peer.connection = None
-        current = self._peers.get(peer.peer_id)
-        if current is None or current.connection is None or not current.connection.established:
-            self._connected.discard(peer.peer_id)
         if not connection.established:
             peer.failures += 1
         # Kafka's ClusterConnectionStates: the next attempt waits the backoff from the start of
@@ -925,25 +944,14 @@ class TrioNetworkChannel:
             connection.close(f"read failed: {_describe(exc)}", _failure_level(exc))
 
     def _send_response(self, response: OutboundResponse) -> None:
-        entry = self._inbound.pop(response.correlation_id, None)
+        entry = self._forget_inbound(response.correlation_id)
         if entry is None:
             logger.debug("dropping the response to request %d: its connection has closed",
                          response.correlation_id)
             return
         connection, peer_correlation_id = entry
-        with connection.lock:
-            connection.pending.discard(response.correlation_id)
-        if connection.closed:
-            return
-        header = ResponseHeader(peer_correlation_id)
-        try:
-            data = encode_response(header, response.body, max_frame_size=self._max_frame_size)
-        except FrameError as exc:
-            logger.error("cannot send %s to %s: %s", type(response.body).__name__,
-                         connection.label, exc)
-            error_body = type(response.body)(error_code=Errors.UNKNOWN_SERVER_ERROR)
-            data = encode_response(header, error_body, max_frame_size=self._max_frame_size)
-        connection.write(data)
+        if not connection.closed:
+            connection.write(self._encode_response(peer_correlation_id, response))
 
 
 def _bind(address: Endpoint) -> socket.socket:
