@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 
 from kraft.simulation.cluster import Cluster
+from kraft.simulation.network import LinkConfig
 from kraft.simulation.scenario import ScenarioRun, scenario
 from kraft.simulation.waits import (
     await_caught_up,
@@ -247,7 +248,7 @@ class _Nemesis:
         elif action == "slow":
             cluster.set_network(latency_ms=(rng.randint(1, 20), rng.randint(50, 400)))
         elif action == "fast":
-            cluster.set_network(latency_ms=(1, 5))
+            cluster.set_network(latency_ms=LinkConfig().latency_ms)
         elif action == "lossy":
             if self.lossy:
                 cluster.set_network(drop=0.0, duplicate=0.0, reorder=0.0)
@@ -266,7 +267,7 @@ class _Nemesis:
         cluster = self.cluster
         cluster.heal()
         if self.storm:
-            cluster.set_network(latency_ms=(1, 5))
+            cluster.set_network(latency_ms=LinkConfig().latency_ms)
         if self.lossy:
             cluster.set_network(drop=0.0, duplicate=0.0, reorder=0.0)
             self.lossy = False

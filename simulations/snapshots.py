@@ -8,8 +8,11 @@ in 64-byte chunks (a counter snapshot is about 230 bytes), so a fault can land m
 
 from __future__ import annotations
 
-from kraft.config import Endpoint, QuorumConfig
-from kraft.simulation.cluster import Cluster
+from dataclasses import replace
+
+from kraft.config import QuorumConfig
+from kraft.simulation.cluster import Cluster, sim_config
+from kraft.simulation.network import LinkConfig
 from kraft.simulation.node import SimNode
 from kraft.simulation.scenario import ScenarioRun, scenario
 from kraft.simulation.waits import (
@@ -33,12 +36,7 @@ def _cluster(run: ScenarioRun) -> Cluster:
 
 
 def _snapshot_config(voters: int) -> QuorumConfig:
-    # The cluster gives the voters its own endpoints.
-    return QuorumConfig(
-        voters={i: Endpoint("sim", i) for i in range(1, voters + 1)},
-        fetch_snapshot_max_bytes=CHUNK_BYTES,
-        log_clean_interval_ms=1_000,
-    )
+    return replace(sim_config(range(1, voters + 1)), fetch_snapshot_max_bytes=CHUNK_BYTES)
 
 
 def _fall_behind(run: ScenarioRun, cluster: Cluster, node_id: int) -> bool:
@@ -121,7 +119,7 @@ def snapshot_download_interrupted(run: ScenarioRun) -> None:
         # downloading disappears (SNAPSHOT_NOT_FOUND) and it must start over.
         cluster.set_network(latency_ms=(50, 200))
         cluster.run_for(5_000)
-        cluster.set_network(latency_ms=(1, 5))
+        cluster.set_network(latency_ms=LinkConfig().latency_ms)
     run.await_(lambda: node.running and node.log.log_start_offset > 0, 60_000,
                f"node {follower} installs a snapshot after the {fault}")
     await_caught_up(run, cluster)

@@ -21,8 +21,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from kraft.analysis.session import require_pyspark
-
 __all__ = [
     "DEFAULT_MIN_GAP_MS",
     "PERCENTILES",
@@ -92,7 +90,6 @@ def run_info(events: DataFrame) -> DataFrame:
 def elections(events: DataFrame) -> DataFrame:
     """One row per node becoming leader: ``run_id, scenario, leader, epoch, elected_ms,
     campaign_start_ms, election_ms, candidacies`` (Candidate rounds in the campaign)."""
-    require_pyspark()
     from pyspark.sql import Window
     from pyspark.sql import functions as sf
 
@@ -130,7 +127,6 @@ def fault_recovery(events: DataFrame) -> DataFrame:
     """One row per injected fault: ``run_id, scenario, seq, time_ms, fault, fault_index,
     targets, recovered_ms`` (time of the next commit on a leader, null if none came) and
     ``recovery_ms``."""
-    require_pyspark()
     from pyspark.sql import Window
     from pyspark.sql import functions as sf
 
@@ -160,7 +156,6 @@ def fault_recovery(events: DataFrame) -> DataFrame:
 def unavailability(events: DataFrame, min_gap_ms: int = DEFAULT_MIN_GAP_MS) -> DataFrame:
     """One row per unavailability window: ``run_id, scenario, start_ms, end_ms, duration_ms,
     attempts`` (appends tried in it) and ``open`` (the run ended in it)."""
-    require_pyspark()
     from pyspark.sql import Window
     from pyspark.sql import functions as sf
 
@@ -198,7 +193,6 @@ def committed_batches(events: DataFrame, runs: DataFrame) -> DataFrame:
     """Data batches at their first delivery on each node: ``run_id, scenario, voters, node,
     role, offset, count, latency_ms, on_voter``. A node handed its log again after a restart
     re-delivers batches with a latency that includes its downtime; those are left out."""
-    require_pyspark()
     from pyspark.sql import Window
     from pyspark.sql import functions as sf
 
@@ -230,7 +224,6 @@ def _scoped(batches: DataFrame) -> DataFrame:
 
 def commit_latency(batches: DataFrame, keys: tuple[str, ...] = ("scenario", "voters")) -> DataFrame:
     """Commit latency by ``keys`` and scope: ``batches, p50_ms, p90_ms, p99_ms, max_ms``."""
-    require_pyspark()
     from pyspark.sql import functions as sf
 
     quantiles = sf.percentile_approx("latency_ms", list(PERCENTILES), 10_000)
@@ -247,7 +240,6 @@ def commit_latency(batches: DataFrame, keys: tuple[str, ...] = ("scenario", "vot
 def commit_latency_cdf(batches: DataFrame, scope: str = "leader") -> DataFrame:
     """Per scenario, the commit latency at the percentiles 1 ... 100 (``scenario, quantiles``):
     the points of a CDF plot."""
-    require_pyspark()
     from pyspark.sql import functions as sf
 
     return (
@@ -259,7 +251,6 @@ def commit_latency_cdf(batches: DataFrame, scope: str = "leader") -> DataFrame:
 
 def election_histogram(elections_df: DataFrame, bucket_ms: int = 50) -> DataFrame:
     """Election latencies counted in buckets of ``bucket_ms``: ``bucket_ms, elections``."""
-    require_pyspark()
     from pyspark.sql import functions as sf
 
     bucket = (sf.floor(sf.col("election_ms") / bucket_ms) * bucket_ms).cast("bigint")
@@ -278,7 +269,6 @@ def run_table(
     """One row per run with its metrics: ``run_info`` plus ``first_leader_ms, elections,
     candidacies, unavailable_windows, unavailable_ms, records, records_per_s,
     commit_p99_ms`` (on the leader) and ``unrecovered_faults``."""
-    require_pyspark()
     from pyspark.sql import functions as sf
 
     per_election = elections_df.groupBy("run_id").agg(
@@ -315,7 +305,6 @@ def run_table(
 def by_scenario(table: DataFrame, latency: DataFrame, violations: DataFrame) -> DataFrame:
     """The summary per scenario, from :func:`run_table`, :func:`commit_latency` by scenario
     and the safety violations."""
-    require_pyspark()
     from pyspark.sql import functions as sf
 
     summary = table.groupBy("scenario").agg(
@@ -343,13 +332,12 @@ def by_scenario(table: DataFrame, latency: DataFrame, violations: DataFrame) -> 
     found = violations.groupBy("scenario").agg(sf.count(sf.lit(1)).alias("violations"))
     for part in (*latency_cols, found):
         summary = summary.join(part, "scenario", "left")
-    return summary.fillna(0, subset=["violations"]).orderBy("scenario")
+    return summary.fillna(0, subset=["violations"])
 
 
 def by_fault(recoveries: DataFrame, keys: tuple[str, ...] = ("fault",)) -> DataFrame:
     """Recovery time by fault kind (and ``keys``): ``faults, recovered, p50_ms, p90_ms,
     p99_ms, max_ms``."""
-    require_pyspark()
     from pyspark.sql import functions as sf
 
     quantiles = sf.percentile_approx("recovery_ms", list(PERCENTILES), 10_000)
@@ -361,13 +349,11 @@ def by_fault(recoveries: DataFrame, keys: tuple[str, ...] = ("fault",)) -> DataF
         .select(*keys, "faults", "recovered",
                 *[sf.col("q")[i].alias(_pname(p)) for i, p in enumerate(PERCENTILES)],
                 "max_ms")
-        .orderBy(*keys)
     )
 
 
 def by_cluster_size(table: DataFrame) -> DataFrame:
     """Elections and latency by the number of voters."""
-    require_pyspark()
     from pyspark.sql import functions as sf
 
     return table.groupBy("voters").agg(
@@ -376,7 +362,7 @@ def by_cluster_size(table: DataFrame) -> DataFrame:
         sf.round(sf.avg("elections"), 2).alias("elections_per_run"),
         sf.percentile_approx("commit_p99_ms", 0.5, 10_000).alias("commit_p99_median_ms"),
         sf.round(sf.avg("records_per_s"), 1).alias("records_per_s"),
-    ).orderBy("voters")
+    )
 
 
 def _pname(p: float) -> str:

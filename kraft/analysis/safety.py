@@ -19,7 +19,6 @@ from __future__ import annotations
 from typing import Any
 
 from kraft.analysis.events import STATE_KINDS
-from kraft.analysis.session import require_pyspark
 
 __all__ = [
     "CHECKS",
@@ -59,7 +58,6 @@ def _shape(frame: DataFrame, check: str) -> DataFrame:
 def committed_data(events: DataFrame) -> DataFrame:
     """Deliveries of an offset whose batch differs from the first delivery of that offset in
     the run: a join of every (run, offset, node) with the run's reference for the offset."""
-    require_pyspark()
     from pyspark.sql import Window
     from pyspark.sql import functions as sf
 
@@ -105,7 +103,6 @@ def committed_data(events: DataFrame) -> DataFrame:
 def single_leader(events: DataFrame) -> DataFrame:
     """(run, epoch) pairs led by more than one node, each at the first time a second leader
     showed up."""
-    require_pyspark()
     from pyspark.sql import functions as sf
 
     leaders = events.where(
@@ -135,7 +132,6 @@ def single_leader(events: DataFrame) -> DataFrame:
 def monotonic_high_watermark(events: DataFrame) -> DataFrame:
     """States of a node whose high watermark is below the one before, within one start of
     the node (``node_started`` begins a new one)."""
-    require_pyspark()
     from pyspark.sql import Window
     from pyspark.sql import functions as sf
 
@@ -165,7 +161,6 @@ def monotonic_high_watermark(events: DataFrame) -> DataFrame:
 def monotonic_epoch(events: DataFrame) -> DataFrame:
     """States of a node whose epoch is below the one before; a wipe of the node (its
     ``fault_injected`` names it as a target) begins anew."""
-    require_pyspark()
     from pyspark.sql import Window
     from pyspark.sql import functions as sf
 

@@ -83,13 +83,10 @@ class FileLog(LogBase):
         lock_fd: int,
         segment_bytes: int,
         index_interval_bytes: int,
-        log_start: int = 0,
-        retention: SnapshotRetention | None = None,
     ) -> None:
-        super().__init__(epochs, retention)
+        super().__init__(epochs, None)  # the retention is set by _recover_snapshots
         self.directory = directory
-        self._log_start = log_start
-        self._high_watermark = log_start
+        self._log_start = 0  # settled by _recover_snapshots
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
         self._recovery_point = recovery_point

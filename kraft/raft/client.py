@@ -1325,8 +1325,9 @@ class KafkaRaftClient(Generic[T]):
         linger = self.config.fetch_high_watermark_linger_ms
         if linger > 0 and high_watermark is not None:
             purgatory.hasten(high_watermark, now + linger)
-        for parked in purgatory.ready(self.log.log_end_offset, high_watermark,
-                                      hw_now=linger <= 0):
+        # With a linger, a higher HW alone does not complete a fetch: its deadline does.
+        for parked in purgatory.ready(self.log.log_end_offset,
+                                      None if linger > 0 else high_watermark):
             self._answer_parked(parked, now)
 
     def _answer_parked(self, parked: ParkedFetch, now: int) -> None:
@@ -1740,7 +1741,7 @@ class KafkaRaftClient(Generic[T]):
         offset = log.log_start_offset
         if state.high_watermark is None or state.high_watermark < offset:
             state.high_watermark = offset
-        self._update_listeners_progress(offset)
+        # The listeners load it at the end of this poll (``_poll_listeners``).
 
     def _truncate_to_diverging(self, state: FollowerState, diverging: EpochEndOffset) -> bool:
         end = OffsetAndEpoch(diverging.end_offset, diverging.epoch)

@@ -47,12 +47,10 @@ class FetchPurgatory:
     ) -> None:
         self._parked.append(ParkedFetch(request, fetch_offset, high_watermark, deadline_ms))
 
-    def ready(
-        self, log_end_offset: int, high_watermark: int | None, *, hw_now: bool = True
-    ) -> list[ParkedFetch]:
+    def ready(self, log_end_offset: int, high_watermark: int | None) -> list[ParkedFetch]:
         """Remove and return the fetches that now have news: data past their fetch offset,
-        or (KIP-1166, unless ``hw_now`` is false) a high watermark past theirs."""
-        if not hw_now or high_watermark is None:
+        or (KIP-1166, when ``high_watermark`` is given) a high watermark past theirs."""
+        if high_watermark is None:
             return self._take(lambda p: p.fetch_offset < log_end_offset)
         return self._take(
             lambda p: p.fetch_offset < log_end_offset or p.high_watermark < high_watermark

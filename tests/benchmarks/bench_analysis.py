@@ -22,7 +22,7 @@ from pathlib import Path
 
 from kraft.analysis import spark_session
 from kraft.analysis.job import analyze
-from kraft.simulation.sweep import sweep
+from kraft.simulation.sweep import parse_seeds, sweep
 
 SCENARIOS = ("leader_failure", "lossy_network", "rolling_restarts", "long_follower_isolation")
 
@@ -63,7 +63,7 @@ def main() -> None:
     base, runs = args.dir / "base", args.dir / "runs"
     try:
         started = time.perf_counter()
-        sweep(list(SCENARIOS), list(_seeds(args.seeds)), base, jobs=2)
+        sweep(list(SCENARIOS), parse_seeds(args.seeds), base, jobs=2)
         total = replicate(base, runs, args.events)
         generated_s = time.perf_counter() - started
         size = sum(p.stat().st_size for p in runs.rglob("events.jsonl"))
@@ -101,11 +101,6 @@ def main() -> None:
           f"{results['parquet']['events_per_s']:>10,} events/s")
     print(f"  (converting JSON to Parquet and analysing: "
           f"{results['json_to_parquet_then_analyze']['s']} s)")
-
-
-def _seeds(text: str) -> range:
-    first, _, last = text.partition("-")
-    return range(int(first), int(last or first) + 1)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from kraft.raft.listeners import BatchReader, Listener, SnapshotReaderLike
 from kraft.record.serde import BytesSerde
 from kraft.runtime.node import RaftNode
 from kraft.runtime.processes import free_ports
+from kraft.snapshot import snapshot_path
 
 WAIT_S = 300.0
 
@@ -118,9 +119,7 @@ def main() -> int:
         if not maker.done.wait(WAIT_S):
             raise TimeoutError("no snapshot")
         assert maker.snapshot_id is not None
-        snapshot_file = (root / "node-1" / CLUSTER_METADATA_DIR /
-                         f"{maker.snapshot_id.offset:020d}-{maker.snapshot_id.epoch:010d}"
-                         ".checkpoint")
+        snapshot_file = snapshot_path(root / "node-1" / CLUSTER_METADATA_DIR, maker.snapshot_id)
         size = snapshot_file.stat().st_size
         while leader.client.log.log_start_offset < maker.snapshot_id.offset:
             if time.monotonic() > deadline:
