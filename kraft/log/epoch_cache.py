@@ -21,10 +21,10 @@ import bisect
 from pathlib import Path
 
 from kraft.errors import InvalidAppendError, LogDirectoryError, StorageError
-from kraft.log.api import OffsetAndEpoch, ValidOffsetAndEpoch
+from kraft.log.api import OffsetAndEpoch
 from kraft.log.fsutil import write_atomically
 
-__all__ = ["EpochCache", "read_checkpoint", "validate_offset_and_epoch", "write_checkpoint"]
+__all__ = ["EpochCache", "read_checkpoint", "write_checkpoint"]
 
 CHECKPOINT_VERSION = 0
 
@@ -120,23 +120,6 @@ class EpochCache:
             return OffsetAndEpoch(log_end_offset, latest)
         previous = self._epochs[i - 1] if i > 0 else lower_bound_epoch
         return OffsetAndEpoch(self._starts[i], previous)
-
-
-def validate_offset_and_epoch(
-    cache: EpochCache, log_start_offset: int, log_end_offset: int, offset: int, epoch: int
-) -> ValidOffsetAndEpoch:
-    """KRAFT-BEHAVIOUR §1.11 ``validateOffsetAndEpoch``, without the snapshot cases.
-
-    A fetcher at ``(offset, epoch)`` is VALID when this log holds ``epoch`` up to at least
-    ``offset``; otherwise it is DIVERGING and told where its epoch (or the largest one below
-    it) ends here, so that it truncates to the point where both logs agree.
-    """
-    if log_start_offset == 0 and offset == 0:
-        return ValidOffsetAndEpoch.valid(OffsetAndEpoch(offset, epoch))
-    end = cache.end_offset_for(epoch, log_end_offset)
-    if end.epoch != epoch or end.offset < offset:
-        return ValidOffsetAndEpoch.diverging(end)
-    return ValidOffsetAndEpoch.valid(OffsetAndEpoch(offset, epoch))
 
 
 def write_checkpoint(path: Path, cache: EpochCache) -> None:

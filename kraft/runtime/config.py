@@ -56,11 +56,13 @@ _TOP_KEYS = frozenset({
 })
 _TLS_KEYS = frozenset({"certfile", "keyfile", "cafile", "verify", "check_hostname"})
 _METRICS_KEYS = frozenset({"prometheus"})
-#: QuorumConfig fields a [quorum] table may set (voters and bootstrap servers are top level).
-_QUORUM_KEYS = frozenset(
-    f.name for f in dataclasses.fields(QuorumConfig)
+#: QuorumConfig fields a [quorum] table may set (voters and bootstrap servers are top level),
+#: with the TOML type each takes (the annotations are strings: ``from __future__``).
+_QUORUM_TYPES: dict[str, type] = {
+    f.name: bool if f.type == "bool" else int for f in dataclasses.fields(QuorumConfig)
     if f.name not in ("voters", "bootstrap_servers")
-)
+}
+_QUORUM_KEYS = frozenset(_QUORUM_TYPES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,8 +151,7 @@ def node_config_from_mapping(data: Mapping[str, Any], base_dir: Path) -> NodeCon
     quorum_table = _table(data, "quorum") or {}
     _unknown(quorum_table, _QUORUM_KEYS, "[quorum]")
     for key, value in quorum_table.items():
-        kind: type = bool if key == "followers_always_flush" else int
-        quorum_fields[key] = _expect(value, kind, f"quorum.{key}")
+        quorum_fields[key] = _expect(value, _QUORUM_TYPES[key], f"quorum.{key}")
     quorum = QuorumConfig(**quorum_fields)
 
     listen = None
