@@ -98,11 +98,11 @@ class Cluster:
             while True:
                 leaders = []
                 for node_id, node in self.nodes.items():
-                    changes = node.events("leader")
-                    if node_id != exclude and node.is_running() and changes and (
-                        changes[-1]["leader"] == node_id
+                    change = node.last_leader_event()  # this life's, not a killed one's
+                    if node_id != exclude and node.is_running() and change is not None and (
+                        change["leader"] == node_id
                     ):
-                        leaders.append((changes[-1]["epoch"], node_id))
+                        leaders.append((change["epoch"], node_id))
                 if leaders:
                     epoch, node_id = max(leaders)
                     return node_id, epoch
