@@ -22,7 +22,7 @@ from pathlib import Path
 
 from kraft.errors import InvalidAppendError, LogDirectoryError, StorageError
 from kraft.log.api import OffsetAndEpoch
-from kraft.log.fsutil import write_atomically
+from kraft.common.fsutil import write_atomically
 
 __all__ = ["EpochCache", "read_checkpoint", "write_checkpoint"]
 

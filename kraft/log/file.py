@@ -51,7 +51,7 @@ from kraft.log.base import (
     validate_follower_batches,
 )
 from kraft.log.epoch_cache import EpochCache, read_checkpoint, write_checkpoint
-from kraft.log.fsutil import fsync_directory, write_atomically
+from kraft.common.fsutil import fsync_directory, write_atomically
 from kraft.log.segment import Segment
 from kraft.record.batch import Buffer, SimpleRecord, encode_batch, iter_batches
 from kraft.snapshot.files import clean_snapshot_directory, delete_snapshot_file, list_snapshots

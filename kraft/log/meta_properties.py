@@ -34,7 +34,7 @@ from typing import Final
 import msgspec
 
 from kraft.errors import AlreadyFormattedError, MetaPropertiesError, StorageError
-from kraft.log.fsutil import fsync_directory, write_atomically
+from kraft.common.fsutil import fsync_directory, write_atomically
 
 __all__ = [
     "CLUSTER_METADATA_DIR",
@@ -43,7 +43,6 @@ __all__ = [
     "ZERO_UUID",
     "MetaProperties",
     "format_storage",
-    "fsync_directory",
     "is_formatted",
     "parse_properties",
     "random_directory_id",
@@ -53,7 +52,6 @@ __all__ = [
     "uuid_from_bytes",
     "uuid_to_bytes",
     "validate_uuid",
-    "write_atomically",
     "write_meta_properties",
 ]
 

@@ -33,7 +33,8 @@ from typing import Annotated, Final, Protocol, runtime_checkable
 import msgspec
 
 from kraft.errors import QuorumStateError
-from kraft.log.meta_properties import ZERO_UUID, validate_uuid, write_atomically
+from kraft.common.fsutil import write_atomically
+from kraft.log.meta_properties import ZERO_UUID, validate_uuid
 
 __all__ = [
     "QUORUM_STATE_FILE",

@@ -9,7 +9,8 @@
   batch by batch).
 
 Like the log, this package does no I/O but file I/O, and reads no clock: timestamps are passed
-in. It depends on :mod:`kraft.record` only (and the fsync helpers): the log builds on it.
+in. It depends on :mod:`kraft.record` and :mod:`kraft.common` (the fsync helpers) only: the log
+builds on it, never the reverse (tests/test_layering.py).
 """
 
 from __future__ import annotations

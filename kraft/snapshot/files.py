@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 
 from kraft.errors import StorageError
-from kraft.log.fsutil import fsync_directory
+from kraft.common.fsutil import fsync_directory
 from kraft.record.offsets import OffsetAndEpoch
 
 __all__ = [

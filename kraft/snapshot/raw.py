@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Protocol
 
 from kraft.errors import IllegalStateError, StorageError
-from kraft.log.fsutil import fsync_directory
+from kraft.common.fsutil import fsync_directory
 from kraft.record.offsets import OffsetAndEpoch
 from kraft.snapshot.files import PART_SUFFIX, SNAPSHOT_SUFFIX, snapshot_path
 

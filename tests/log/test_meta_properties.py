@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kraft.common.fsutil import write_atomically
 from kraft.errors import AlreadyFormattedError, MetaPropertiesError, StorageError
 from kraft.log.meta_properties import (
     CLUSTER_METADATA_DIR,
@@ -29,7 +30,6 @@ from kraft.log.meta_properties import (
     uuid_from_bytes,
     uuid_to_bytes,
     validate_uuid,
-    write_atomically,
     write_meta_properties,
 )
 

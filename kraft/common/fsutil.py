@@ -1,5 +1,7 @@
-"""Crash-safe file replacement, shared by every small file kraft keeps beside its log.
+"""Durable files: fsync of a directory, crash-safe replacement of a small file.
 
+Here, below both :mod:`kraft.log` and :mod:`kraft.snapshot`, because both use them (a frozen
+snapshot's rename is made durable by :func:`fsync_directory`).
 ``quorum-state``, ``meta.properties``, ``leader-epoch-checkpoint`` and ``recovery-point`` are
 all replaced the same way: write a temporary file, fsync it, rename it over the old one
 (atomic on POSIX), fsync the directory so the rename itself is durable. A crash at any point
