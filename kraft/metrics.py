@@ -46,8 +46,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
+from kraft.common.uuids import ZERO_UUID, uuid_to_text
 from kraft.errors import KraftError, TransportError
-from kraft.log.meta_properties import ZERO_UUID, uuid_from_bytes
 from kraft.raft.channel import Clock
 from kraft.raft.leader import LeaderState
 from kraft.raft.states import (
@@ -306,7 +306,7 @@ class WindowedTimeRatio:
 # RaftMetrics
 # =================================================================================================
 def _uuid_text(value: uuid.UUID | None) -> str:
-    return ZERO_UUID if value is None else uuid_from_bytes(value.bytes)
+    return uuid_to_text(ZERO_UUID if value is None else value)
 
 
 class RaftMetrics:
@@ -423,7 +423,7 @@ class RaftMetrics:
         voters = client.config.voter_ids
         leader: int | None = None
         voted_id = -1
-        voted_directory = ZERO_UUID
+        voted_directory = _uuid_text(None)
         if isinstance(state, LeaderState):
             current = "leader"
             leader = local_id

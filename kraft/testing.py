@@ -21,12 +21,13 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Generic, TypeVar
 
+from kraft.common.limits import INT64_MAX
+from kraft.common.uuids import ZERO_UUID
 from kraft.config import Endpoint as ConfigEndpoint
 from kraft.config import QuorumConfig
 from kraft.errors import IllegalStateError
 from kraft.log.memory import MemoryLog
 from kraft.log.quorum_state import ElectionState, MemoryQuorumStateStore
-from kraft.protocol.api import ZERO_UUID
 from kraft.protocol.envelope import (
     InboundRequest,
     InboundResponse,
@@ -34,7 +35,6 @@ from kraft.protocol.envelope import (
     OutboundResponse,
 )
 from kraft.protocol.messages import (
-    INT64_MAX,
     BeginQuorumEpochRequest,
     Endpoint,
     EndQuorumEpochRequest,

@@ -25,8 +25,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kraft.common.uuids import ZERO_UUID, uuid_to_text
 from kraft.errors import KraftError, TransportError
-from kraft.log.meta_properties import ZERO_UUID, uuid_from_bytes
 from kraft.metrics import (
     CURRENT_STATES,
     METRIC_DESCRIPTIONS,
@@ -255,24 +255,26 @@ def fake_client(state: Any, *, local_id: int | None = 1, voters: tuple[int, ...]
 
 
 VOTED = ReplicaKey(2, DIRECTORY)
+#: The voted-directory gauge's text when there is none.
+NO_DIRECTORY = uuid_to_text(ZERO_UUID)
 
 STATES = [
     # state, local id, current-state, current-leader, current-vote, voted directory
-    (UnattachedState(4, None, None, None, NO_DEADLINE), 1, "unattached", -1, -1, ZERO_UUID),
-    (UnattachedState(4, 7, 3, None, NO_DEADLINE), 1, "unattached", 3, -1, ZERO_UUID),
+    (UnattachedState(4, None, None, None, NO_DEADLINE), 1, "unattached", -1, -1, NO_DIRECTORY),
+    (UnattachedState(4, 7, 3, None, NO_DEADLINE), 1, "unattached", 3, -1, NO_DIRECTORY),
     (UnattachedState(4, 7, None, VOTED, NO_DEADLINE), 1, "voted", -1, 2,
-     uuid_from_bytes(DIRECTORY.bytes)),
+     uuid_to_text(DIRECTORY)),
     (ProspectiveState(4, 7, 1, 3, None, frozenset({1, 2, 3}), NO_DEADLINE), 1, "prospective",
-     3, -1, ZERO_UUID),
+     3, -1, NO_DIRECTORY),
     (ProspectiveState(4, 7, 1, None, ReplicaKey(2), frozenset({1, 2, 3}), NO_DEADLINE), 1,
-     "prospective-voted", -1, 2, ZERO_UUID),
+     "prospective-voted", -1, 2, NO_DIRECTORY),
     (CandidateState(5, 7, 1, DIRECTORY, frozenset({1, 2, 3}), NO_DEADLINE, 1), 1, "candidate",
-     -1, 1, uuid_from_bytes(DIRECTORY.bytes)),
-    (FollowerState(5, 7, 2, (), ReplicaKey(2), NO_DEADLINE), 1, "follower", 2, -1, ZERO_UUID),
-    (FollowerState(5, 7, 2, (), None, NO_DEADLINE), 9, "observer", 2, -1, ZERO_UUID),
-    (UnattachedState(5, 7, None, None, NO_DEADLINE), 9, "unattached", -1, -1, ZERO_UUID),
+     -1, 1, uuid_to_text(DIRECTORY)),
+    (FollowerState(5, 7, 2, (), ReplicaKey(2), NO_DEADLINE), 1, "follower", 2, -1, NO_DIRECTORY),
+    (FollowerState(5, 7, 2, (), None, NO_DEADLINE), 9, "observer", 2, -1, NO_DIRECTORY),
+    (UnattachedState(5, 7, None, None, NO_DEADLINE), 9, "unattached", -1, -1, NO_DIRECTORY),
     (ResignedState(5, 7, 1, frozenset({1, 2, 3}), NO_DEADLINE, []), 1, "unattached", 1, -1,
-     ZERO_UUID),
+     NO_DIRECTORY),
 ]
 
 
@@ -499,7 +501,7 @@ def test_the_exporter_names_metrics_the_prometheus_way(prometheus: Any) -> None:
         expected = 1.0 if name == "voted" else 0.0
         assert samples[("kraft_raft_current_state", (("node_id", "1"), ("state", name)))] \
             == expected
-    directory = uuid_from_bytes(DIRECTORY.bytes)
+    directory = uuid_to_text(DIRECTORY)
     assert samples[("kraft_raft_current_vote_directory_info",
                     (("directory_id", directory), ("node_id", "1")))] == 1.0
     assert ("kraft_raft_number_of_observers", node) not in samples

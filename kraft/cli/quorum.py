@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kraft.common.uuids import uuid_to_text
 from kraft.config import ConfigError, Endpoint, parse_bootstrap_servers
 from kraft.errors import KraftError, TransportError
-from kraft.log.meta_properties import uuid_from_bytes
 from kraft.protocol.errors import Errors
 from kraft.protocol.messages import DescribeQuorumRequest, DescribeQuorumResponse, ReplicaState
 from kraft.runtime.config import load_node_config
@@ -93,7 +93,7 @@ def describe_quorum(
 
 
 def _directory(replica: ReplicaState) -> str:
-    return uuid_from_bytes(replica.replica_directory_id.bytes)
+    return uuid_to_text(replica.replica_directory_id)
 
 
 def _as_dict(response: DescribeQuorumResponse, cluster_id: str | None) -> dict[str, Any]:

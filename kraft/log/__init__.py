@@ -23,7 +23,6 @@ from kraft.log.meta_properties import (
     format_storage,
     random_uuid,
     read_meta_properties,
-    validate_uuid,
     write_meta_properties,
 )
 from kraft.log.quorum_state import (
@@ -47,7 +46,6 @@ __all__ = [
     "format_storage",
     "random_uuid",
     "read_meta_properties",
-    "validate_uuid",
     "write_meta_properties",
     "EpochCache",
     "FileLog",

@@ -20,9 +20,9 @@ from __future__ import annotations
 import bisect
 from pathlib import Path
 
+from kraft.common.fsutil import write_atomically
 from kraft.errors import InvalidAppendError, LogDirectoryError, StorageError
 from kraft.log.api import OffsetAndEpoch
-from kraft.common.fsutil import write_atomically
 
 __all__ = ["EpochCache", "read_checkpoint", "write_checkpoint"]
 

@@ -30,6 +30,8 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from kraft.common.fsutil import fsync_directory, write_atomically
+from kraft.common.limits import INT32_MAX
 from kraft.errors import (
     CorruptLogError,
     CorruptRecordError,
@@ -51,7 +53,6 @@ from kraft.log.base import (
     validate_follower_batches,
 )
 from kraft.log.epoch_cache import EpochCache, read_checkpoint, write_checkpoint
-from kraft.common.fsutil import fsync_directory, write_atomically
 from kraft.log.segment import Segment
 from kraft.record.batch import Buffer, SimpleRecord, encode_batch, iter_batches
 from kraft.snapshot.files import clean_snapshot_directory, delete_snapshot_file, list_snapshots
@@ -68,7 +69,6 @@ RECOVERY_POINT = "recovery-point"
 LOG_START = "log-start-offset"
 LOCK_FILE = ".lock"
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.log$")
-_INT32_MAX = (1 << 31) - 1
 
 
 class FileLog(LogBase):
@@ -455,7 +455,7 @@ class FileLog(LogBase):
             while j < len(spans):
                 last, pos, size = spans[j]
                 if j > i and (pos + size - start_pos > room
-                              or last - segment.base_offset > _INT32_MAX):
+                              or last - segment.base_offset > INT32_MAX):
                     break
                 entries += segment.index_batch(last, segment.size + pos - start_pos, size)
                 j += 1
@@ -466,7 +466,7 @@ class FileLog(LogBase):
     def _maybe_roll(self, size: int, last_offset: int) -> Segment:
         active = self._segments[-1]
         if active.size and (active.size + size > self._segment_bytes
-                            or last_offset - active.base_offset > _INT32_MAX):
+                            or last_offset - active.base_offset > INT32_MAX):
             active.flush(index=True)
             base = active.next_offset
             segment = Segment(self.directory, base, self._index_interval)

@@ -9,10 +9,11 @@ ties the directory to one cluster and one node, as Kafka's ``MetaProperties`` (v
     node.id=1
     directory.id=J8aAPcfLQt2bqs1JT_rMgQ
 
-Ids are Kafka ``Uuid`` strings: 16 bytes in URL-safe base64 without padding, 22 characters.
-Kafka reserves the all-zero Uuid (``ZERO_UUID``, "none") and ``ONE_UUID`` (the metadata topic
-id), and never generates a Uuid whose text starts with ``-`` (it would read as a command-line
-option). Directory ids additionally avoid the first 100 Uuids (Kafka's ``DirectoryId``).
+Ids are Kafka ``Uuid`` strings (:mod:`kraft.common.uuids`): 16 bytes in URL-safe base64
+without padding, 22 characters. Kafka reserves the all-zero Uuid (``ZERO_UUID``, "none") and
+``ONE_UUID`` (the metadata topic id), and never generates a Uuid whose text starts with ``-``
+(it would read as a command-line option). Directory ids additionally avoid the first 100 Uuids
+(Kafka's ``DirectoryId``).
 
 Every file here is written the same crash-safe way (:func:`write_atomically`): a temporary
 file, fsync, an atomic rename over the target, an fsync of the directory. A crash leaves
@@ -21,8 +22,6 @@ either the old file or the new one, never a torn one; a leftover ``.tmp`` is ign
 
 from __future__ import annotations
 
-import base64
-import binascii
 import logging
 import random
 import re
@@ -33,14 +32,14 @@ from typing import Final
 
 import msgspec
 
-from kraft.errors import AlreadyFormattedError, MetaPropertiesError, StorageError
 from kraft.common.fsutil import fsync_directory, write_atomically
+from kraft.common.limits import INT32_MAX
+from kraft.common.uuids import ONE_UUID, ZERO_UUID, uuid_from_text, uuid_to_text
+from kraft.errors import AlreadyFormattedError, MetaPropertiesError, StorageError
 
 __all__ = [
     "CLUSTER_METADATA_DIR",
     "META_PROPERTIES_FILE",
-    "ONE_UUID",
-    "ZERO_UUID",
     "MetaProperties",
     "format_storage",
     "is_formatted",
@@ -49,9 +48,6 @@ __all__ = [
     "random_uuid",
     "read_meta_properties",
     "render_properties",
-    "uuid_from_bytes",
-    "uuid_to_bytes",
-    "validate_uuid",
     "write_meta_properties",
 ]
 
@@ -67,73 +63,34 @@ _VERSION_KEY: Final = "version"
 _CLUSTER_ID_KEY: Final = "cluster.id"
 _NODE_ID_KEY: Final = "node.id"
 _DIRECTORY_ID_KEY: Final = "directory.id"
-_INT32_MAX: Final = (1 << 31) - 1
 
 
 # -- Kafka Uuids -------------------------------------------------------------------------------
 
-_UUID_TEXT = re.compile(r"[A-Za-z0-9_-]{22}")
-
-
-def uuid_from_bytes(raw: bytes) -> str:
-    """The Kafka text form of 16 bytes: URL-safe base64, no padding."""
-    if len(raw) != 16:
-        raise ValueError(f"a Uuid is 16 bytes, not {len(raw)}")
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
-
-
-#: Kafka's ``Uuid.ZERO_UUID``: "no id" (an unassigned directory, no voted directory).
-ZERO_UUID: Final = uuid_from_bytes(bytes(16))
-#: Kafka's ``Uuid.ONE_UUID``, the metadata topic id; never generated.
-ONE_UUID: Final = uuid_from_bytes((1).to_bytes(16, "big"))
+#: Never generated: Kafka's ``Uuid.randomUuid`` skips the reserved Uuids.
 _RESERVED: Final = frozenset({ZERO_UUID, ONE_UUID})
 #: ``DirectoryId.random`` never returns one of the first 100 Uuids (UNASSIGNED, LOST, ...).
 _RESERVED_DIRECTORY_IDS: Final = 100
 
 
-def uuid_to_bytes(value: str) -> bytes:
-    """The 16 bytes of a Kafka Uuid string; ``ValueError`` (saying why) if it is not one.
-
-    Stricter than Kafka's ``Uuid.fromString`` in one way: only the canonical 22-character
-    form is accepted (no ``==`` padding, no stray bits in the last character), so that every
-    id has exactly one spelling and compares equal as text.
-    """
-    if not isinstance(value, str) or not _UUID_TEXT.fullmatch(value):
-        raise ValueError(
-            f"{value!r} is not a Kafka Uuid (22 characters of URL-safe base64 without padding)"
-        )
-    try:
-        raw = base64.urlsafe_b64decode(value + "==")
-    except (binascii.Error, ValueError) as exc:  # pragma: no cover - the regex rules this out
-        raise ValueError(f"{value!r} is not a Kafka Uuid: {exc}") from exc
-    if uuid_from_bytes(raw) != value:
-        raise ValueError(f"{value!r} is not a Kafka Uuid in canonical form")
-    return raw
-
-
-def validate_uuid(value: str) -> str:
-    """Return ``value`` if it is a Kafka Uuid string, else raise ``ValueError`` saying why."""
-    uuid_to_bytes(value)
-    return value
-
-
-def _draw_uuid(rng: random.Random | None) -> bytes:
+def _draw_uuid(rng: random.Random | None) -> uuid.UUID:
     if rng is None:
-        return uuid.uuid4().bytes
+        return uuid.uuid4()
     # Same shape as Kafka's (java.util.UUID.randomUUID): version 4, IETF variant.
-    return uuid.UUID(int=rng.getrandbits(128), version=4).bytes
+    return uuid.UUID(int=rng.getrandbits(128), version=4)
 
 
 def random_uuid(rng: random.Random | None = None) -> str:
-    """A fresh Kafka Uuid, as ``kafka-storage random-uuid`` prints it.
+    """A fresh Kafka Uuid in text form, as ``kafka-storage random-uuid`` prints it.
 
     A version-4 UUID from the OS's entropy, or from ``rng`` when given (the simulator passes
     its seeded one). Like Kafka's ``Uuid.randomUuid`` it is never a reserved Uuid and never
     starts with ``-``.
     """
     while True:
-        text = uuid_from_bytes(_draw_uuid(rng))
-        if text not in _RESERVED and not text.startswith("-"):
+        value = _draw_uuid(rng)
+        text = uuid_to_text(value)
+        if value not in _RESERVED and not text.startswith("-"):
             return text
 
 
@@ -141,7 +98,7 @@ def random_directory_id(rng: random.Random | None = None) -> str:
     """A fresh directory id: :func:`random_uuid`, avoiding the first 100 Uuids as Kafka does."""
     while True:
         text = random_uuid(rng)
-        if int.from_bytes(uuid_to_bytes(text), "big") >= _RESERVED_DIRECTORY_IDS:
+        if uuid_from_text(text).int >= _RESERVED_DIRECTORY_IDS:
             return text
 
 
@@ -268,11 +225,11 @@ class MetaProperties(msgspec.Struct, frozen=True):
             )
         if not self.cluster_id:
             raise MetaPropertiesError("cluster.id is empty")
-        if not 0 <= self.node_id <= _INT32_MAX:
+        if not 0 <= self.node_id <= INT32_MAX:
             raise MetaPropertiesError(f"node.id {self.node_id} is not a non-negative int32")
         if self.directory_id is not None:
             try:
-                validate_uuid(self.directory_id)
+                uuid_from_text(self.directory_id)
             except ValueError as exc:
                 raise MetaPropertiesError(f"directory.id: {exc}") from exc
 
@@ -403,7 +360,7 @@ def format_storage(
     :class:`~kraft.errors.StorageError` for I/O failures.
     """
     try:
-        validate_uuid(cluster_id)
+        uuid_from_text(cluster_id)
     except ValueError as exc:
         raise MetaPropertiesError(f"cluster id: {exc}") from exc
     directory = Path(data_dir)

@@ -32,9 +32,10 @@ from typing import Annotated, Final, Protocol, runtime_checkable
 
 import msgspec
 
-from kraft.errors import QuorumStateError
 from kraft.common.fsutil import write_atomically
-from kraft.log.meta_properties import ZERO_UUID, validate_uuid
+from kraft.common.limits import INT32_MAX
+from kraft.common.uuids import ZERO_UUID, uuid_from_text, uuid_to_text
+from kraft.errors import QuorumStateError
 
 __all__ = [
     "QUORUM_STATE_FILE",
@@ -52,7 +53,6 @@ logger = logging.getLogger(__name__)
 QUORUM_STATE_FILE: Final = "quorum-state"
 
 _NONE: Final = -1
-_INT32_MAX: Final = (1 << 31) - 1
 #: kraft.version -> quorum-state data version (Kafka's ``KRaftVersion.quorumStateVersion``).
 _DATA_VERSION_FOR_KRAFT_VERSION: Final = {0: 0, 1: 1}
 
@@ -72,16 +72,15 @@ class ElectionState(msgspec.Struct, frozen=True):
     voted_directory_id: str | None = None
 
     def __post_init__(self) -> None:
-        if not 0 <= self.epoch <= _INT32_MAX:
+        if not 0 <= self.epoch <= INT32_MAX:
             raise ValueError(f"epoch {self.epoch} is not a non-negative int32")
         for name, value in (("leader_id", self.leader_id), ("voted_id", self.voted_id)):
-            if value is not None and not 0 <= value <= _INT32_MAX:
+            if value is not None and not 0 <= value <= INT32_MAX:
                 raise ValueError(f"{name} {value} is not a non-negative int32 (use None)")
         if self.voted_directory_id is not None:
             if self.voted_id is None:
                 raise ValueError("voted_directory_id without voted_id")
-            validate_uuid(self.voted_directory_id)
-            if self.voted_directory_id == ZERO_UUID:
+            if uuid_from_text(self.voted_directory_id) == ZERO_UUID:
                 raise ValueError("the zero Uuid means no directory id: use None")
 
     # -- factories (Kafka's ElectionState.with*) ---------------------------------------------
@@ -144,8 +143,8 @@ class ElectionState(msgspec.Struct, frozen=True):
 
 # -- the file format ---------------------------------------------------------------------------
 
-_ReplicaId = Annotated[int, msgspec.Meta(ge=_NONE, le=_INT32_MAX)]
-_Epoch = Annotated[int, msgspec.Meta(ge=0, le=_INT32_MAX)]
+_ReplicaId = Annotated[int, msgspec.Meta(ge=_NONE, le=INT32_MAX)]
+_Epoch = Annotated[int, msgspec.Meta(ge=0, le=INT32_MAX)]
 
 
 class _Version(msgspec.Struct):
@@ -206,7 +205,7 @@ def encode_quorum_state(state: ElectionState, kraft_version: int = 1) -> bytes:
             leader_id=state.leader_id_or_sentinel,
             leader_epoch=state.epoch,
             voted_id=state.voted_id_or_sentinel,
-            voted_directory_id=state.voted_directory_id or ZERO_UUID,
+            voted_directory_id=state.voted_directory_id or uuid_to_text(ZERO_UUID),
         )
     return _ENCODER.encode(record)
 
@@ -227,8 +226,8 @@ def decode_quorum_state(data: bytes) -> ElectionState:
         if version == 1:
             v1 = _V1_DECODER.decode(data)
             voted_id = _optional_id(v1.voted_id)
-            directory_id: str | None = validate_uuid(v1.voted_directory_id)
-            if directory_id == ZERO_UUID or voted_id is None:
+            directory_id: str | None = v1.voted_directory_id
+            if uuid_from_text(v1.voted_directory_id) == ZERO_UUID or voted_id is None:
                 directory_id = None
             return ElectionState(
                 v1.leader_epoch, _optional_id(v1.leader_id), voted_id, directory_id

@@ -23,7 +23,6 @@ from kraft.protocol.api import (
     METADATA_TOPIC_ID,
     METADATA_TOPIC_NAME,
     VOTE_VERSION,
-    ZERO_UUID,
     ApiKey,
 )
 from kraft.protocol.envelope import (
@@ -85,8 +84,6 @@ from kraft.protocol.frame import (
     encode_response,
 )
 from kraft.protocol.messages import (
-    INT32_MAX,
-    INT64_MAX,
     REQUEST_TYPES,
     RESPONSE_TYPE_FOR,
     RESPONSE_TYPES,
@@ -145,8 +142,6 @@ __all__ = [
     "FrameDecoder",
     "FrameError",
     "FrameTooLargeError",
-    "INT32_MAX",
-    "INT64_MAX",
     "InboundRequest",
     "InboundResponse",
     "InconsistentClusterIdError",
@@ -199,7 +194,6 @@ __all__ = [
     "VoteRequest",
     "VoteResponse",
     "VoterNotFoundError",
-    "ZERO_UUID",
     "code_for_exception",
     "decode_request",
     "decode_response",

@@ -17,16 +17,16 @@ Every number here was checked against Kafka's sources (see docs/protocol-wire.md
 from __future__ import annotations
 
 import enum
-import uuid
 from collections.abc import Mapping
 from types import MappingProxyType
+
+from kraft.common.uuids import ONE_UUID
 
 __all__ = [
     "MAX_VERSIONS",
     "METADATA_PARTITION_INDEX",
     "METADATA_TOPIC_ID",
     "METADATA_TOPIC_NAME",
-    "ZERO_UUID",
     "ApiKey",
     "BEGIN_QUORUM_EPOCH_VERSION",
     "DESCRIBE_QUORUM_VERSION",
@@ -82,11 +82,8 @@ MAX_VERSIONS: Mapping[ApiKey, int] = MappingProxyType(
     }
 )
 
-#: Kafka's ``Uuid.ZERO_UUID``: "no directory id" (and "no topic id").
-ZERO_UUID = uuid.UUID(int=0)
-
 #: KRaft replicates one topic-partition: ``__cluster_metadata``-0 (Kafka's ``Topic.java``).
 METADATA_TOPIC_NAME = "__cluster_metadata"
 METADATA_PARTITION_INDEX = 0
-#: Kafka's ``Uuid.METADATA_TOPIC_ID``, i.e. ``ONE_UUID = new Uuid(0L, 1L)``.
-METADATA_TOPIC_ID = uuid.UUID(int=1)
+#: Kafka's ``Uuid.METADATA_TOPIC_ID``, which is ``Uuid.ONE_UUID``.
+METADATA_TOPIC_ID = ONE_UUID

@@ -13,7 +13,7 @@ import uuid
 
 import msgspec
 
-from kraft.protocol.api import ZERO_UUID
+from kraft.common.uuids import ZERO_UUID
 from kraft.protocol.frame import RequestFrame, RequestHeader, ResponseFrame, ResponseHeader
 from kraft.protocol.messages import Request, Response
 

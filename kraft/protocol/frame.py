@@ -33,7 +33,7 @@ from typing import Generic, TypeVar
 
 import msgspec
 
-from kraft.protocol.api import ZERO_UUID
+from kraft.common.uuids import ZERO_UUID
 from kraft.protocol.errors import (
     FrameError,
     FrameTooLargeError,

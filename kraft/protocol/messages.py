@@ -23,7 +23,7 @@ Evolution
     (the ones a sender must think about) without defaults; every response field has one, so
     that an error response is just ``VoteResponse(error_code=...)``.
 
-Directory ids are ``uuid.UUID``; :data:`~kraft.protocol.api.ZERO_UUID` means "none". Error
+Directory ids are ``uuid.UUID``; :data:`~kraft.common.uuids.ZERO_UUID` means "none". Error
 codes are plain ``int`` on the wire (an :class:`~kraft.protocol.errors.Errors` member is one), so
 that a code kraft does not know still decodes. Record bytes (``records``, ``unaligned_records``)
 are raw Kafka v2 batch bytes, carried untouched.
@@ -38,6 +38,8 @@ from typing import ClassVar, Protocol, TypeAlias
 
 import msgspec
 
+from kraft.common.limits import INT32_MAX, INT64_MAX
+from kraft.common.uuids import ZERO_UUID
 from kraft.protocol.api import (
     BEGIN_QUORUM_EPOCH_VERSION,
     DESCRIBE_QUORUM_VERSION,
@@ -48,13 +50,10 @@ from kraft.protocol.api import (
     METADATA_TOPIC_ID,
     METADATA_TOPIC_NAME,
     VOTE_VERSION,
-    ZERO_UUID,
     ApiKey,
 )
 
 __all__ = [
-    "INT32_MAX",
-    "INT64_MAX",
     "REQUEST_TYPES",
     "RESPONSE_TYPES",
     "RESPONSE_TYPE_FOR",
@@ -81,11 +80,6 @@ __all__ = [
     "VoteRequest",
     "VoteResponse",
 ]
-
-#: Kafka's ``Integer.MAX_VALUE``: the default ``MaxBytes`` of Fetch and FetchSnapshot.
-INT32_MAX = 2**31 - 1
-#: Kafka's ``Long.MAX_VALUE``: Fetch v18's "high watermark not supported".
-INT64_MAX = 2**63 - 1
 
 
 class _Wire(msgspec.Struct, frozen=True, array_like=True):
@@ -272,7 +266,7 @@ class FetchRequest(_Message, frozen=True, tag=ApiKey.FETCH.value):
     fetch_offset: int
     last_fetched_epoch: int
     max_wait_ms: int
-    max_bytes: int = INT32_MAX
+    max_bytes: int = INT32_MAX  # Kafka's default: Integer.MAX_VALUE, no limit
     log_start_offset: int = -1
     replica_directory_id: uuid.UUID = ZERO_UUID
     high_watermark: int = INT64_MAX
@@ -291,7 +285,7 @@ class FetchSnapshotRequest(_Message, frozen=True, tag=ApiKey.FETCH_SNAPSHOT.valu
     current_leader_epoch: int
     snapshot_id: SnapshotId
     position: int
-    max_bytes: int = INT32_MAX
+    max_bytes: int = INT32_MAX  # Kafka's default: Integer.MAX_VALUE, no limit
     replica_directory_id: uuid.UUID = ZERO_UUID
     topic_name: str = METADATA_TOPIC_NAME
     partition_index: int = METADATA_PARTITION_INDEX

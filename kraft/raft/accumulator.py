@@ -74,6 +74,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Generic, Protocol, TypeVar
 
+from kraft.common.limits import INT32_MAX
 from kraft.errors import BufferAllocationError, NotLeaderError, RecordBatchTooLargeError
 from kraft.record.batch import RECORD_BATCH_OVERHEAD, encode_batch
 from kraft.record.control import ControlMessage, control_batch
@@ -89,7 +90,6 @@ NOTHING_TO_DRAIN_MS = 2**63 - 1
 
 # "No drain offset": every completed batch may drain (Kafka's drainOffset == Long.MAX_VALUE).
 _NO_DRAIN_LIMIT = 2**63 - 1
-_INT32_MAX = 2**31 - 1
 # Attributes, timestamp delta (0), key length (-1: null) and header count (0): one byte each.
 _RECORD_FIXED_BYTES = 4
 
@@ -288,10 +288,10 @@ class BatchAccumulator(Generic[T]):
         if linger_ms < 0:
             raise ValueError(f"negative linger_ms {linger_ms}")
         # Room for the header and at least one record; the length field is an int32.
-        if not RECORD_BATCH_OVERHEAD < max_batch_size_bytes <= _INT32_MAX:
+        if not RECORD_BATCH_OVERHEAD < max_batch_size_bytes <= INT32_MAX:
             raise ValueError(
                 f"max_batch_size_bytes {max_batch_size_bytes} must be above the "
-                f"{RECORD_BATCH_OVERHEAD}-byte batch header and at most {_INT32_MAX}"
+                f"{RECORD_BATCH_OVERHEAD}-byte batch header and at most {INT32_MAX}"
             )
         if max_batches < 1:
             raise ValueError(f"max_batches {max_batches} must be at least 1")

@@ -44,6 +44,7 @@ from typing import Generic, TypeVar
 
 import msgspec
 
+from kraft.common.uuids import ZERO_UUID as _ZERO_UUID
 from kraft.config import QuorumConfig
 from kraft.errors import (
     CorruptRecordError,
@@ -61,7 +62,6 @@ from kraft.log.api import (
 )
 from kraft.log.quorum_state import QuorumStateStore
 from kraft.protocol.api import METADATA_PARTITION_INDEX, METADATA_TOPIC_ID, METADATA_TOPIC_NAME
-from kraft.protocol.api import ZERO_UUID as _ZERO_UUID
 from kraft.protocol.envelope import (
     InboundRequest,
     InboundResponse,

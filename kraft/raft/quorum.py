@@ -36,9 +36,9 @@ import random
 import uuid
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+from kraft.common.uuids import uuid_from_text, uuid_to_text
 from kraft.config import QuorumConfig
 from kraft.errors import IllegalStateError
-from kraft.log.meta_properties import uuid_from_bytes, uuid_to_bytes
 from kraft.log.quorum_state import ElectionState, QuorumStateStore
 from kraft.raft.leader import LeaderState
 from kraft.raft.states import (
@@ -65,11 +65,11 @@ Endpoints = tuple[tuple[str, str, int], ...]
 
 
 def _directory_str(directory_id: uuid.UUID | None) -> str | None:
-    return None if directory_id is None else uuid_from_bytes(directory_id.bytes)
+    return None if directory_id is None else uuid_to_text(directory_id)
 
 
 def _directory_uuid(directory_id: str | None) -> uuid.UUID | None:
-    return None if directory_id is None else uuid.UUID(bytes=uuid_to_bytes(directory_id))
+    return None if directory_id is None else uuid_from_text(directory_id)
 
 
 class QuorumState(Generic[T]):

@@ -15,7 +15,6 @@ from kraft.record.batch import (
     with_base_offset,
 )
 from kraft.record.control import (
-    ZERO_UUID,
     ControlMessage,
     ControlRecordType,
     KRaftVersionFeature,
@@ -41,7 +40,6 @@ __all__ = [
     "LOG_OVERHEAD",
     "MAGIC_V2",
     "RECORD_BATCH_OVERHEAD",
-    "ZERO_UUID",
     "BytesSerde",
     "ControlMessage",
     "ControlRecordType",

@@ -40,6 +40,7 @@ from typing import cast
 import crc32c as _crc32c
 import msgspec
 
+from kraft.common.limits import INT32_MAX
 from kraft.errors import CorruptRecordError
 from kraft.record.varint import read_varint, read_varlong, varint_bytes, varlong_bytes
 
@@ -79,7 +80,6 @@ _BASE_OFFSET = struct.Struct(">q")
 _HEAD = struct.Struct(">qiibI")  # base offset .. CRC
 _EPOCH = struct.Struct(">i")
 _CRC = struct.Struct(">I")
-_INT32_MAX = (1 << 31) - 1
 
 _NULL = varint_bytes(-1)
 _ZERO = varint_bytes(0)
@@ -154,7 +154,7 @@ def encode_batch(
     if base_offset < 0:
         raise ValueError(f"negative base offset {base_offset}")
     count = len(records)
-    if count - 1 > _INT32_MAX:
+    if count - 1 > INT32_MAX:
         raise ValueError("too many records for one batch")
     if all(type(r) is bytes for r in records):
         values = cast("Sequence[bytes]", records)

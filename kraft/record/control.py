@@ -56,12 +56,12 @@ from typing import TypeAlias
 
 import msgspec
 
+from kraft.common.uuids import ZERO_UUID
 from kraft.errors import CorruptRecordError
 from kraft.record.batch import RecordBatch, SimpleRecord, encode_batch
 from kraft.record.varint import read_uvarint, uvarint_bytes
 
 __all__ = [
-    "ZERO_UUID",
     "ControlMessage",
     "ControlRecordType",
     "KRaftVersionFeature",
@@ -82,8 +82,6 @@ __all__ = [
     "encode_control_value",
 ]
 
-#: Kafka's ``Uuid.ZERO_UUID``: "no directory id".
-ZERO_UUID = uuid.UUID(int=0)
 
 
 class ControlRecordType(enum.IntEnum):

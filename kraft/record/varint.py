@@ -8,6 +8,7 @@ writing and a :class:`~kraft.errors.CorruptRecordError` when reading.
 
 from __future__ import annotations
 
+from kraft.common.limits import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 from kraft.errors import CorruptRecordError
 
 __all__ = [
@@ -23,9 +24,6 @@ __all__ = [
     "write_varint",
     "write_varlong",
 ]
-
-_INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
-_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 def _encode_unsigned(value: int) -> bytes:
@@ -50,7 +48,7 @@ def varint_bytes(value: int) -> bytes:
     """The zig-zag varint encoding of a signed 32-bit ``value``."""
     if _CACHE_MIN <= value < _CACHE_MAX:
         return _ZIGZAG_CACHE[value - _CACHE_MIN]
-    if not _INT32_MIN <= value <= _INT32_MAX:
+    if not INT32_MIN <= value <= INT32_MAX:
         raise ValueError(f"varint out of int32 range: {value}")
     return _encode_unsigned(((value << 1) ^ (value >> 31)) & 0xFFFFFFFF)
 
@@ -59,7 +57,7 @@ def varlong_bytes(value: int) -> bytes:
     """The zig-zag varint encoding of a signed 64-bit ``value``."""
     if _CACHE_MIN <= value < _CACHE_MAX:
         return _ZIGZAG_CACHE[value - _CACHE_MIN]
-    if not _INT64_MIN <= value <= _INT64_MAX:
+    if not INT64_MIN <= value <= INT64_MAX:
         raise ValueError(f"varlong out of int64 range: {value}")
     return _encode_unsigned(((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
 

@@ -30,17 +30,17 @@ from __future__ import annotations
 import logging
 import random
 import threading
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Generic, TypeVar
 
+from kraft.common.uuids import ZERO_UUID, uuid_from_text
 from kraft.config import Endpoint, QuorumConfig
 from kraft.errors import FatalFaultError, IllegalStateError
 from kraft.log.base import SnapshotRetention
 from kraft.log.file import DEFAULT_SEGMENT_BYTES, FileLog
-from kraft.log.meta_properties import CLUSTER_METADATA_DIR, read_meta_properties, uuid_to_bytes
+from kraft.log.meta_properties import CLUSTER_METADATA_DIR, read_meta_properties
 from kraft.log.quorum_state import FileQuorumStateStore
 from kraft.metrics import RaftMetrics, start_prometheus_server
 from kraft.protocol.frame import DEFAULT_MAX_FRAME_SIZE
@@ -147,9 +147,7 @@ class RaftNode(Generic[T]):
         meta = read_meta_properties(self.data_dir)
         meta.verify(cluster_id=self._cluster_id, node_id=self.node_id)
         self._cluster_id = meta.cluster_id
-        directory_id = (
-            uuid.UUID(bytes=uuid_to_bytes(meta.directory_id)) if meta.directory_id else None
-        )
+        directory_id = uuid_from_text(meta.directory_id) if meta.directory_id else None
         clock = SystemClock()
         self._log = FileLog.open(
             self.data_dir / CLUSTER_METADATA_DIR, segment_bytes=self._segment_bytes,
@@ -167,7 +165,7 @@ class RaftNode(Generic[T]):
             peers=peers, queue=queue, clock=clock,
             request_timeout_ms=self.config.request_timeout_ms,
             max_frame_size=self._max_frame_size, tls=self._tls,
-            directory_id=directory_id or uuid.UUID(int=0),
+            directory_id=directory_id or ZERO_UUID,
         )
         self._channel = channel
         client: KafkaRaftClient[T] = KafkaRaftClient(

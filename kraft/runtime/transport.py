@@ -68,9 +68,9 @@ from typing import Final
 
 import trio
 
+from kraft.common.uuids import ZERO_UUID
 from kraft.config import Endpoint
 from kraft.errors import TransportError
-from kraft.protocol.api import ZERO_UUID
 from kraft.protocol.envelope import (
     InboundRequest,
     InboundResponse,

@@ -23,12 +23,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from kraft.common.uuids import ZERO_UUID
 from kraft.config import ConfigError, Endpoint, QuorumConfig
 from kraft.errors import KraftError, NotLeaderError
 from kraft.log.base import SnapshotRetention
 from kraft.log.memory import MemoryLog
 from kraft.log.quorum_state import MemoryQuorumStateStore
-from kraft.protocol.api import ZERO_UUID
 from kraft.protocol.envelope import (
     InboundRequest,
     InboundResponse,

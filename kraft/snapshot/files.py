@@ -20,8 +20,8 @@ import os
 import re
 from pathlib import Path
 
-from kraft.errors import StorageError
 from kraft.common.fsutil import fsync_directory
+from kraft.errors import StorageError
 from kraft.record.offsets import OffsetAndEpoch
 
 __all__ = [

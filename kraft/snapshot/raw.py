@@ -19,8 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from kraft.errors import IllegalStateError, StorageError
 from kraft.common.fsutil import fsync_directory
+from kraft.errors import IllegalStateError, StorageError
 from kraft.record.offsets import OffsetAndEpoch
 from kraft.snapshot.files import PART_SUFFIX, SNAPSHOT_SUFFIX, snapshot_path
 

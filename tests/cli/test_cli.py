@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kraft.cli.main import main
-from kraft.log.meta_properties import read_meta_properties, validate_uuid
+from kraft.common.uuids import uuid_from_text
+from kraft.log.meta_properties import read_meta_properties
 from kraft.log.quorum_state import ElectionState, FileQuorumStateStore
 from kraft.record import SimpleRecord, encode_batch
 from kraft.record.control import (
@@ -68,7 +69,7 @@ def test_help_and_version_exit_0(capsys: pytest.CaptureFixture[str]) -> None:
 def test_random_uuid(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "storage", "random-uuid")
     uuid = out.strip()
-    assert code == 0 and len(uuid) == 22 and validate_uuid(uuid) and not uuid.startswith("-")
+    assert code == 0 and len(uuid) == 22 and uuid_from_text(uuid) and not uuid.startswith("-")
 
 
 def test_format_then_refuse_to_reformat(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -320,7 +321,7 @@ def test_console_script(tmp_path: Path) -> None:
         pytest.skip("the kraft console script is not installed next to this interpreter")
     uuid = subprocess.run([str(script), "storage", "random-uuid"], capture_output=True,
                           text=True, check=True, timeout=60).stdout.strip()
-    assert validate_uuid(uuid)
+    assert uuid_from_text(uuid)
     args = [str(script), "storage", "format", "--cluster-id", uuid, "--node-id", "1",
             str(tmp_path)]
     subprocess.run(args, check=True, capture_output=True, timeout=60)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import base64
 import os
 import random
 import re
 import stat
+import uuid
 from pathlib import Path
 
 import pytest
@@ -14,11 +14,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kraft.common.fsutil import write_atomically
+from kraft.common.uuids import ONE_UUID, ZERO_UUID, uuid_from_text, uuid_to_text
 from kraft.errors import AlreadyFormattedError, MetaPropertiesError, StorageError
 from kraft.log.meta_properties import (
     CLUSTER_METADATA_DIR,
-    ONE_UUID,
-    ZERO_UUID,
     MetaProperties,
     format_storage,
     is_formatted,
@@ -27,9 +26,6 @@ from kraft.log.meta_properties import (
     random_uuid,
     read_meta_properties,
     render_properties,
-    uuid_from_bytes,
-    uuid_to_bytes,
-    validate_uuid,
     write_meta_properties,
 )
 
@@ -41,19 +37,14 @@ UUID_TEXT = re.compile(r"[A-Za-z0-9_-]{22}")
 # -- Uuids -------------------------------------------------------------------------------------
 
 
-def test_reserved_uuids_are_kafkas() -> None:
-    assert ZERO_UUID == "AAAAAAAAAAAAAAAAAAAAAA"
-    assert ONE_UUID == "AAAAAAAAAAAAAAAAAAAAAQ"
-
-
 def test_random_uuid_format() -> None:
     seen = set()
     for _ in range(2000):
         u = random_uuid()
         assert UUID_TEXT.fullmatch(u), u
         assert not u.startswith("-")
-        assert u not in (ZERO_UUID, ONE_UUID)
-        raw = uuid_to_bytes(u)
+        assert u not in (uuid_to_text(ZERO_UUID), uuid_to_text(ONE_UUID))
+        raw = uuid_from_text(u).bytes
         assert len(raw) == 16
         assert raw[6] >> 4 == 4 and raw[8] >> 6 == 0b10  # version 4, IETF variant, as Java's
         seen.add(u)
@@ -81,34 +72,10 @@ class ScriptedRandom(random.Random):
 
 def test_random_uuid_redraws_a_uuid_starting_with_a_dash() -> None:
     dash_first = 62 << 122  # the first base64 character encodes the top 6 bits: 62 is '-'
-    assert uuid_from_bytes(dash_first.to_bytes(16, "big")).startswith("-")
+    assert uuid_to_text(uuid.UUID(int=dash_first)).startswith("-")
     rng = ScriptedRandom([dash_first, 1 << 100])
     assert not random_uuid(rng).startswith("-")
     assert rng.calls == 2
-
-
-@given(st.binary(min_size=16, max_size=16))
-def test_uuid_bytes_round_trip(raw: bytes) -> None:
-    text = uuid_from_bytes(raw)
-    assert len(text) == 22 and UUID_TEXT.fullmatch(text)
-    assert uuid_to_bytes(text) == raw
-    assert validate_uuid(text) == text
-    assert text == base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-@pytest.mark.parametrize(
-    "bad",
-    ["", "abc", DIR_ID + "A", DIR_ID + "==", DIR_ID[:-1], "J8aAPcfLQt2bqs1JT/rMgQ",
-     "J8aAPcfLQt2bqs1JT+rMgQ", "AAAAAAAAAAAAAAAAAAAAAB", " J8aAPcfLQt2bqs1JT_rMg"],
-)
-def test_validate_uuid_rejects(bad: str) -> None:
-    with pytest.raises(ValueError):
-        validate_uuid(bad)
-
-
-def test_uuid_from_bytes_needs_16_bytes() -> None:
-    with pytest.raises(ValueError):
-        uuid_from_bytes(b"\x00" * 15)
 
 
 # -- the properties format ---------------------------------------------------------------------
@@ -229,7 +196,7 @@ def test_format_storage(tmp_path: Path) -> None:
     assert (data_dir / CLUSTER_METADATA_DIR).is_dir()
     assert is_formatted(data_dir)
     assert meta.cluster_id == CLUSTER_ID and meta.node_id == 2 and meta.version == 1
-    assert meta.directory_id is not None and validate_uuid(meta.directory_id)
+    assert meta.directory_id is not None and uuid_from_text(meta.directory_id)
     assert read_meta_properties(data_dir) == meta
     assert sorted(os.listdir(data_dir)) == [CLUSTER_METADATA_DIR, "meta.properties"]
 

@@ -6,14 +6,16 @@ import json
 import logging
 import os
 import stat
+import uuid
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kraft.common.limits import INT32_MAX
+from kraft.common.uuids import ZERO_UUID, uuid_to_text
 from kraft.errors import QuorumStateError, StorageError
-from kraft.log.meta_properties import ZERO_UUID, uuid_from_bytes
 from kraft.log.quorum_state import (
     QUORUM_STATE_FILE,
     ElectionState,
@@ -24,10 +26,16 @@ from kraft.log.quorum_state import (
     encode_quorum_state,
 )
 
-INT32_MAX = (1 << 31) - 1
 DIR_ID = "J8aAPcfLQt2bqs1JT_rMgQ"
 
-uuids = st.binary(min_size=16, max_size=16).map(uuid_from_bytes).filter(lambda u: u != ZERO_UUID)
+#: The text of the zero Uuid, which the quorum-state file holds for "no voted directory".
+NO_DIRECTORY = uuid_to_text(ZERO_UUID)
+uuids = (
+    st.binary(min_size=16, max_size=16)
+    .map(lambda raw: uuid.UUID(bytes=raw))
+    .filter(lambda u: u != ZERO_UUID)
+    .map(uuid_to_text)
+)
 ids = st.none() | st.integers(0, INT32_MAX)
 
 
@@ -76,7 +84,7 @@ def test_election_state_helpers() -> None:
         {"epoch": 1, "voted_id": -1},
         {"epoch": 1, "voted_directory_id": DIR_ID},
         {"epoch": 1, "voted_id": 1, "voted_directory_id": "not-a-uuid"},
-        {"epoch": 1, "voted_id": 1, "voted_directory_id": ZERO_UUID},
+        {"epoch": 1, "voted_id": 1, "voted_directory_id": NO_DIRECTORY},
     ],
 )
 def test_election_state_rejects_invalid(kwargs: dict[str, object]) -> None:
@@ -103,7 +111,7 @@ def test_v1_golden_matches_kafka() -> None:
     no_vote = encode_quorum_state(ElectionState.with_elected_leader(7, 3), kraft_version=1)
     assert json.loads(no_vote) == {
         "leaderId": 3, "leaderEpoch": 7, "votedId": -1,
-        "votedDirectoryId": ZERO_UUID, "data_version": 1,
+        "votedDirectoryId": NO_DIRECTORY, "data_version": 1,
     }
 
 
@@ -197,10 +205,10 @@ def test_in_directory_and_describe(tmp_path: Path) -> None:
         (b"[1,2]", "malformed"),
         (b'{"leaderId":1,"leaderEpoch":2,"votedId":-1}', "data_version"),
         (b'{"leaderId":1,"leaderEpoch":2,"votedId":-1,"votedDirectoryId":"'
-         + ZERO_UUID.encode() + b'","data_version":2}', "data_version 2"),
+         + NO_DIRECTORY.encode() + b'","data_version":2}', "data_version 2"),
         (b'{"leaderId":1,"leaderEpoch":2,"votedId":-1,"data_version":1}', "votedDirectoryId"),
         (b'{"leaderId":1,"leaderEpoch":-2,"votedId":-1,"votedDirectoryId":"'
-         + ZERO_UUID.encode() + b'","data_version":1}', "leaderEpoch"),
+         + NO_DIRECTORY.encode() + b'","data_version":1}', "leaderEpoch"),
         (b'{"leaderId":1,"leaderEpoch":2,"votedId":3,"votedDirectoryId":"xyz",'
          b'"data_version":1}', "Uuid"),
         (b'{"leaderId":"1","leaderEpoch":2,"votedId":-1,"appliedOffset":0,'

@@ -23,13 +23,13 @@ from typing import Any
 
 import pytest
 
+from kraft.common.limits import INT64_MAX
 from kraft.config import ConfigError, QuorumConfig
 from kraft.config import Endpoint as ConfigEndpoint
 from kraft.protocol.api import METADATA_TOPIC_NAME
 from kraft.protocol.envelope import InboundRequest, InboundResponse
 from kraft.protocol.errors import Errors
 from kraft.protocol.messages import (
-    INT64_MAX,
     BeginQuorumEpochRequest,
     Endpoint,
     FetchRequest,

@@ -57,17 +57,16 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from kraft.common.limits import INT32_MAX, INT64_MAX
+from kraft.common.uuids import ZERO_UUID
 from kraft.protocol.api import (
     METADATA_PARTITION_INDEX,
     METADATA_TOPIC_ID,
     METADATA_TOPIC_NAME,
-    ZERO_UUID,
 )
 from kraft.protocol.envelope import OutboundRequest, OutboundResponse
 from kraft.protocol.errors import Errors
 from kraft.protocol.messages import (
-    INT32_MAX,
-    INT64_MAX,
     RESPONSE_TYPE_FOR,
     RESPONSE_TYPES,
     BeginQuorumEpochRequest,

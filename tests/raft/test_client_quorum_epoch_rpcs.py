@@ -21,8 +21,8 @@ import uuid
 
 import pytest
 
+from kraft.common.uuids import ZERO_UUID
 from kraft.log.quorum_state import ElectionState
-from kraft.protocol.api import ZERO_UUID
 from kraft.protocol.errors import Errors
 from kraft.protocol.messages import (
     BeginQuorumEpochRequest,

@@ -19,9 +19,8 @@ from typing import Any
 
 import pytest
 
-from kraft.log.meta_properties import uuid_from_bytes
+from kraft.common.uuids import ZERO_UUID, uuid_to_text
 from kraft.log.quorum_state import ElectionState
-from kraft.protocol.api import ZERO_UUID
 from kraft.protocol.errors import Errors
 from kraft.protocol.messages import (
     BeginQuorumEpochRequest,
@@ -445,7 +444,7 @@ def test_voted_with_directory_rejects_same_id_other_directory() -> None:
 
 def str_dir(directory: uuid.UUID) -> str:
     """A directory id as the quorum-state store spells it (Kafka's base64 Uuid)."""
-    return uuid_from_bytes(directory.bytes)
+    return uuid_to_text(directory)
 
 
 def test_candidate_rejects_standard_vote_in_its_epoch() -> None:

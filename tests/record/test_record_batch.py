@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kraft.common.limits import INT32_MAX, INT64_MAX
 from kraft.record import (
     LOG_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
@@ -18,9 +19,6 @@ from kraft.record import (
     read_batch,
     with_base_offset,
 )
-
-INT32_MAX = 2**31 - 1
-INT64_MAX = 2**63 - 1
 
 payloads = st.none() | st.binary(max_size=40)
 headers = st.lists(

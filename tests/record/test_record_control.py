@@ -20,9 +20,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kraft.common.uuids import ZERO_UUID
 from kraft.errors import CorruptRecordError
 from kraft.record import (
-    ZERO_UUID,
     ControlMessage,
     ControlRecordType,
     KRaftVersionFeature,

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kraft.common.limits import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 from kraft.errors import CorruptRecordError
 from kraft.record.varint import (
     read_uvarint,
@@ -21,8 +22,6 @@ from kraft.record.varint import (
     write_varlong,
 )
 
-INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 UINT32_MAX = 2**32 - 1
 
 int32s = st.integers(INT32_MIN, INT32_MAX)

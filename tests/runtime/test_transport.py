@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 import trustme
 
+from kraft.common.uuids import ZERO_UUID
 from kraft.config import Endpoint
 from kraft.errors import TransportError
-from kraft.protocol.api import ZERO_UUID
 from kraft.protocol.envelope import (
     InboundRequest,
     InboundResponse,
