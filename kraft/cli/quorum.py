@@ -18,7 +18,7 @@ from typing import Any
 from kraft.common.uuids import uuid_to_text
 from kraft.config import ConfigError, Endpoint, parse_bootstrap_servers
 from kraft.errors import KraftError, TransportError
-from kraft.protocol.errors import Errors
+from kraft.protocol.errors import Errors, error_name
 from kraft.protocol.messages import DescribeQuorumRequest, DescribeQuorumResponse, ReplicaState
 from kraft.runtime.config import load_node_config
 from kraft.runtime.tls import TlsConfig
@@ -79,16 +79,12 @@ def describe_quorum(
         error = response.error_code or response.partition_error_code
         if error == 0:
             return response
-        try:
-            name = Errors(error).name
-        except ValueError:
-            name = str(error)
         if error == Errors.NOT_LEADER_OR_FOLLOWER:
             leader = "unknown" if response.leader_id < 0 else str(response.leader_id)
             problems.append(f"{address}: not the leader (leader {leader}, epoch "
                             f"{response.leader_epoch})")
         else:
-            problems.append(f"{address}: error {name}")
+            problems.append(f"{address}: error {error_name(error)}")
     raise TransportError("no leader answered: " + "; ".join(problems))
 
 

@@ -65,6 +65,7 @@ from kraft.protocol.errors import (
     UnsupportedVersionError,
     VoterNotFoundError,
     code_for_exception,
+    error_name,
     exception_for_code,
 )
 from kraft.protocol.frame import (
@@ -199,5 +200,6 @@ __all__ = [
     "decode_response",
     "encode_request",
     "encode_response",
+    "error_name",
     "exception_for_code",
 ]

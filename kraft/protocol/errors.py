@@ -52,6 +52,7 @@ __all__ = [
     "UnsupportedVersionError",
     "VoterNotFoundError",
     "code_for_exception",
+    "error_name",
     "exception_for_code",
 ]
 
@@ -444,6 +445,16 @@ _CANONICAL: tuple[type[ProtocolError], ...] = (
 _CLASS_FOR_CODE: dict[Errors, type[ProtocolError]] = {cls.error_code: cls for cls in _CANONICAL}
 
 
+def error_name(code: int) -> str:
+    """How logs and messages name an error code read from the wire: Kafka's name for it, or
+    ``unknown error code N`` for one Kafka's table lacks (kept as sent, not read as
+    ``UNKNOWN_SERVER_ERROR``, so that a log shows what the peer said)."""
+    try:
+        return Errors(code).name
+    except ValueError:
+        return f"unknown error code {code}"
+
+
 def exception_for_code(code: int, message: str | None = None) -> ProtocolError:
     """The exception for a non-zero error code read from the wire (not raised: returned).
 
@@ -456,7 +467,7 @@ def exception_for_code(code: int, message: str | None = None) -> ProtocolError:
         raise ValueError("error code 0 (NONE) is not an error")
     error = Errors.from_code(code)
     if error is Errors.UNKNOWN_SERVER_ERROR and code != Errors.UNKNOWN_SERVER_ERROR:
-        return UnknownServerError(message if message is not None else f"unknown error code {code}")
+        return UnknownServerError(message if message is not None else error_name(code))
     cls = _CLASS_FOR_CODE.get(error)
     if cls is None:
         return ProtocolError(message, error_code=error)

@@ -68,7 +68,7 @@ from kraft.protocol.envelope import (
     OutboundRequest,
     OutboundResponse,
 )
-from kraft.protocol.errors import Errors
+from kraft.protocol.errors import Errors, error_name
 from kraft.protocol.messages import (
     RESPONSE_TYPE_FOR,
     BeginQuorumEpochRequest,
@@ -1468,7 +1468,7 @@ class KafkaRaftClient(Generic[T]):
             return False
         # kraft: Kafka throws on CLUSTER_AUTHORIZATION_FAILED; kraft has no authorization, so
         # it is one more error to log and back off from.
-        logger.error("error %s in %s from %d", _error_name(error), type(response.body).__name__,
+        logger.error("error %s in %s from %d", error_name(error), type(response.body).__name__,
                      response.source)
         return False
 
@@ -1510,7 +1510,7 @@ class KafkaRaftClient(Generic[T]):
         return None
 
     def _handle_unexpected_error(self, error: int, response: InboundResponse) -> bool:
-        logger.error("unexpected error %s in %s from %d", _error_name(error),
+        logger.error("unexpected error %s in %s from %d", error_name(error),
                      type(response.body).__name__, response.source)
         return False
 
@@ -1689,7 +1689,7 @@ class KafkaRaftClient(Generic[T]):
         if error in (Errors.SNAPSHOT_NOT_FOUND, Errors.POSITION_OUT_OF_RANGE):
             # The leader cleaned that snapshot away (or our position is off): start over
             # from a Fetch, which names the snapshot to get now.
-            self._abandon_download(f"the leader answered {_error_name(error)}")
+            self._abandon_download(f"the leader answered {error_name(error)}")
             return True
         if error != _NONE:
             return self._handle_unexpected_error(error, response)
@@ -1908,10 +1908,3 @@ def _int32_fields_in_range(message: object) -> bool:
         elif hasattr(value, "__struct_fields__") and not _int32_fields_in_range(value):
             return False
     return True
-
-
-def _error_name(code: int) -> str:
-    try:
-        return Errors(code).name
-    except ValueError:
-        return f"error code {code}"

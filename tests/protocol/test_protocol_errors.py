@@ -18,6 +18,7 @@ from kraft.protocol import (
     ProtocolError,
     UnknownServerError,
     code_for_exception,
+    error_name,
     exception_for_code,
 )
 from kraft.protocol.errors import _CANONICAL
@@ -134,3 +135,11 @@ def test_foreign_and_plain_kraft_exceptions() -> None:
     # A frame error is answered as INVALID_REQUEST, but INVALID_REQUEST reads back as the
     # canonical class.
     assert type(exception_for_code(Errors.INVALID_REQUEST)) is InvalidRequestError
+
+
+def test_error_name_is_kafkas_name_or_the_unknown_code_as_sent() -> None:
+    """A code from a newer peer is logged as it came, not as UNKNOWN_SERVER_ERROR."""
+    assert error_name(6) == "NOT_LEADER_OR_FOLLOWER"
+    assert error_name(-1) == "UNKNOWN_SERVER_ERROR"
+    assert error_name(9999) == "unknown error code 9999"
+    assert str(exception_for_code(9999)) == "unknown error code 9999"
