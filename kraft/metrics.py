@@ -46,9 +46,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
+from kraft.common.clock import Clock
 from kraft.common.uuids import ZERO_UUID, uuid_to_text
 from kraft.errors import KraftError, TransportError
-from kraft.raft.channel import Clock
 from kraft.raft.leader import LeaderState
 from kraft.raft.states import (
     CandidateState,

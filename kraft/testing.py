@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Generic, TypeVar
 
+from kraft.common.clock import ManualClock
 from kraft.common.limits import INT64_MAX
 from kraft.common.uuids import ZERO_UUID
 from kraft.config import Endpoint as ConfigEndpoint
@@ -69,41 +70,6 @@ __all__ = [
 
 T = TypeVar("T")
 Q = TypeVar("Q", bound=Request)
-
-#: The wall clock a ManualClock starts at: 2024-01-01T00:00:00Z, so timestamps look real.
-DEFAULT_WALL_START_MS = 1_704_067_200_000
-
-
-class ManualClock:
-    """Virtual time: monotonic milliseconds from ``start_ms``, moved only by :meth:`advance`.
-
-    ``wall_ms`` is the monotonic time plus a fixed offset. ``now_ns`` makes it usable as the
-    ``Clock`` of :mod:`kraft.queue` too.
-    """
-
-    __slots__ = ("_now_ms", "_wall_offset_ms")
-
-    def __init__(self, start_ms: int = 0, wall_start_ms: int = DEFAULT_WALL_START_MS) -> None:
-        self._now_ms = start_ms
-        self._wall_offset_ms = wall_start_ms - start_ms
-
-    def now_ms(self) -> int:
-        return self._now_ms
-
-    def wall_ms(self) -> int:
-        return self._now_ms + self._wall_offset_ms
-
-    def now_ns(self) -> int:
-        return self._now_ms * 1_000_000
-
-    def advance(self, ms: int) -> None:
-        """Move time forward by ``ms`` (never back)."""
-        if ms < 0:
-            raise ValueError(f"time never goes back: advance({ms})")
-        self._now_ms += ms
-
-    sleep = advance
-
 
 E = TypeVar("E", OutboundRequest, OutboundResponse)
 

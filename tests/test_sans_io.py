@@ -10,7 +10,8 @@ import pytest
 
 import kraft
 
-CORE = ("raft", "log", "record", "protocol", "snapshot")
+# kraft.common is in: the core imports it (its Clock protocol, Uuids, limits, fsync helpers).
+CORE = ("common", "raft", "log", "record", "protocol", "snapshot")
 FORBIDDEN = {"trio", "socket", "threading", "time", "asyncio", "selectors"}
 ROOT = Path(kraft.__file__).resolve().parent
 

@@ -10,7 +10,6 @@ See docs/event-queue.md.
 
 from __future__ import annotations
 
-from kraft.queue.clock import Clock, ManualClock, SystemClock
 from kraft.queue.deterministic import DeterministicEventQueue
 from kraft.queue.errors import (
     EventQueueInterruptedError,
@@ -29,7 +28,6 @@ from kraft.queue.threaded import EVENT_HANDLER_THREAD_SUFFIX, KafkaEventQueue
 
 __all__ = [
     "EVENT_HANDLER_THREAD_SUFFIX",
-    "Clock",
     "DeadlineFunction",
     "DeterministicEventQueue",
     "Event",
@@ -37,10 +35,8 @@ __all__ = [
     "EventQueueInterruptedError",
     "EventTimeoutError",
     "KafkaEventQueue",
-    "ManualClock",
     "NoDeadlineError",
     "RejectedExecutionError",
-    "SystemClock",
     "earliest_deadline",
     "latest_deadline",
 ]

@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from types import TracebackType
 from typing import Self
 
-from kraft.queue.clock import Clock
+from kraft.common.clock import Clock
 from kraft.queue.core import EventQueueCore, Insertion, deliver_exception
 from kraft.queue.event import DeadlineFunction, Event
 
@@ -115,7 +115,8 @@ class EventQueueBase(ABC):
         return self.size() == 0
 
     def wakeup(self) -> None:
-        """Make a waiting loop re-read its clock, e.g. after a :class:`ManualClock` moved."""
+        """Make a waiting loop re-read its clock, e.g. after a
+        :class:`~kraft.common.clock.ManualClock` moved."""
         with self._cond:
             self._cond.notify()
 

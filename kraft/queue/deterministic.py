@@ -7,8 +7,8 @@ clock says, so a run is a pure function of the calls made.
 
 from __future__ import annotations
 
+from kraft.common.clock import Clock
 from kraft.queue.base import EventQueueBase
-from kraft.queue.clock import Clock
 from kraft.queue.core import EXIT, Wait, run_step
 from kraft.queue.event import Event
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 import threading
 
+from kraft.common.clock import Clock
 from kraft.queue.base import EventQueueBase
-from kraft.queue.clock import Clock
 from kraft.queue.core import EXIT, Wait, run_step
 from kraft.queue.event import Event
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from kraft.raft.accumulator import BatchAccumulator, CompletedBatch
 from kraft.raft.channel import (
-    Clock,
     DequeMessageQueue,
     InboundMessage,
     NetworkChannel,
@@ -48,7 +47,6 @@ __all__ = [
     "MemoryBatchReader",
     "bootstrap_server_id",
     "CandidateState",
-    "Clock",
     "CompletedBatch",
     "DequeMessageQueue",
     "EpochState",

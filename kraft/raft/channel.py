@@ -1,9 +1,10 @@
-"""What the Raft core needs from the outside world, as protocols (DESIGN §2).
+"""What the Raft core needs from the outside world, as protocols.
 
-The core never reads a clock, opens a socket or waits on a thread: a :class:`Clock`, a
-:class:`NetworkChannel` and a :class:`RaftMessageQueue` are handed to it. The runtime
-implements them with the system clock, a trio TCP transport and a thread-safe queue; the
-simulator and the tests with virtual time and in-memory queues (:class:`DequeMessageQueue`).
+The core never reads a clock, opens a socket or waits on a thread: a
+:class:`~kraft.common.clock.Clock`, a :class:`NetworkChannel` and a :class:`RaftMessageQueue`
+are handed to it. The runtime implements them with the system clock, a trio TCP transport and
+a thread-safe queue; the simulator and the tests with virtual time and in-memory queues
+(:class:`DequeMessageQueue`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from kraft.protocol.envelope import (
 
 __all__ = [
     "NO_METRICS",
-    "Clock",
     "DequeMessageQueue",
     "InboundMessage",
     "MetricsRecorder",
@@ -29,17 +29,6 @@ __all__ = [
 ]
 
 InboundMessage = InboundRequest | InboundResponse
-
-
-@runtime_checkable
-class Clock(Protocol):
-    """Time as the core sees it."""
-
-    def now_ms(self) -> int:
-        """Monotonic milliseconds: every timer is measured against this."""
-
-    def wall_ms(self) -> int:
-        """Wall-clock milliseconds since the epoch: only for record timestamps."""
 
 
 @runtime_checkable

@@ -44,6 +44,7 @@ from typing import Generic, TypeVar
 
 import msgspec
 
+from kraft.common.clock import Clock
 from kraft.common.uuids import ZERO_UUID as _ZERO_UUID
 from kraft.config import QuorumConfig
 from kraft.errors import (
@@ -97,7 +98,6 @@ from kraft.protocol.messages import ReplicaState as WireReplicaState
 from kraft.raft.accumulator import NOTHING_TO_DRAIN_MS, AppendLock, BatchAccumulator, CompletedBatch
 from kraft.raft.channel import (
     NO_METRICS,
-    Clock,
     InboundMessage,
     MetricsRecorder,
     NetworkChannel,

@@ -68,6 +68,7 @@ from typing import Final
 
 import trio
 
+from kraft.common.clock import Clock
 from kraft.common.uuids import ZERO_UUID
 from kraft.config import Endpoint
 from kraft.errors import TransportError
@@ -88,7 +89,7 @@ from kraft.protocol.frame import (
     encode_response,
 )
 from kraft.protocol.messages import RESPONSE_TYPE_FOR, Request, Response
-from kraft.raft.channel import Clock, RaftMessageQueue
+from kraft.raft.channel import RaftMessageQueue
 from kraft.runtime.tls import TlsConfig
 
 __all__ = ["TrioNetworkChannel", "request_once"]

@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from kraft.common.clock import ManualClock
 from kraft.common.uuids import ZERO_UUID
 from kraft.config import ConfigError, Endpoint, QuorumConfig
 from kraft.errors import KraftError, NotLeaderError
@@ -45,7 +46,6 @@ from kraft.simulation.events import Event, EventLog
 from kraft.simulation.invariants import InvariantChecker, Violation
 from kraft.simulation.network import LinkConfig, SimNetwork
 from kraft.simulation.node import ReplicatedCounter, SimNode, SimSerde, top_leader
-from kraft.testing import ManualClock
 
 __all__ = [
     "Cluster", "FaultRecord", "InvariantViolationError", "SimulationError", "replay_command",

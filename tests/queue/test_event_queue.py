@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from kraft.common.clock import ManualClock
 from kraft.errors import KraftError
 from kraft.queue import (
     EVENT_HANDLER_THREAD_SUFFIX,
@@ -30,13 +31,12 @@ from kraft.queue import (
     EventQueueInterruptedError,
     EventTimeoutError,
     KafkaEventQueue,
-    ManualClock,
     NoDeadlineError,
     RejectedExecutionError,
-    SystemClock,
     earliest_deadline,
     latest_deadline,
 )
+from kraft.runtime.clock import SystemClock
 
 HANG_GUARD_S = 10.0
 MS = 1_000_000
@@ -93,7 +93,7 @@ class Runner:
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
-        self.clock = ManualClock(START_NS)
+        self.clock = ManualClock(START_NS // MS)
         self.log: list[str] = []
         self.cleanup = Probe("cleanup", self.log)
         self.queue: KafkaEventQueue | DeterministicEventQueue
@@ -279,7 +279,7 @@ def test_prepend_is_lifo_at_the_head_append_fifo_at_the_tail(runner: Runner) -> 
 def test_late_event_gets_timeout_and_never_runs(runner: Runner) -> None:
     # testTimeouts: e2 takes 1 ms, after which e3's deadline (now + 1 ns) has passed.
     e1 = runner.probe("e1")
-    e2 = runner.probe("e2", lambda: runner.clock.advance_ms(1))
+    e2 = runner.probe("e2", lambda: runner.clock.advance(1))
     e3 = runner.probe("e3")
     e4 = runner.probe("e4")
     with runner.hold():
@@ -355,7 +355,7 @@ def test_due_deferred_event_runs_before_later_appends(runner: Runner) -> None:
     runner.queue.append(first)
     assert runner.result(first) == 0
     with runner.hold():
-        runner.clock.advance_ms(1)
+        runner.clock.advance(1)
         runner.queue.append(last)
     assert runner.result(deferred) == 1
     assert runner.result(last) == 2

@@ -17,13 +17,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kraft.common.clock import ManualClock
 from kraft.queue import (
     DeterministicEventQueue,
     Event,
     EventQueueInterruptedError,
     EventTimeoutError,
     KafkaEventQueue,
-    ManualClock,
     NoDeadlineError,
     RejectedExecutionError,
 )
