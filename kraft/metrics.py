@@ -327,7 +327,6 @@ class RaftMetrics:
         self._poll_idle = WindowedTimeRatio(window, default=1.0)
         self._fetch_records_total = 0
         self._append_records_total = 0
-        self._unknown_voter_connections = 0
         #: (log end offset, log end epoch) as last sampled on the poll thread.
         self._log_end: tuple[int, int] = (0, 0)
 
@@ -384,10 +383,6 @@ class RaftMetrics:
         with self._lock:
             self._poll_idle.record(ratio, now_ms, duration_ms)
         self._sample_log_end()
-
-    def update_num_unknown_voter_connections(self, count: int) -> None:
-        """Voters whose endpoint the transport does not know (Kafka: 0 with static voters)."""
-        self._unknown_voter_connections = count
 
     # -- reading ----------------------------------------------------------------------------------
     def snapshot(self, now_ms: int | None = None) -> dict[str, float | int | str]:
@@ -459,7 +454,9 @@ class RaftMetrics:
         values["high-watermark"] = -1 if high_watermark is None else high_watermark
         values["log-end-offset"] = log_end_offset
         values["log-end-epoch"] = log_end_epoch
-        values["number-unknown-voter-connections"] = self._unknown_voter_connections
+        # Every voter's endpoint is configured (a static voter set): none is unknown, as in
+        # Kafka with static voters.
+        values["number-unknown-voter-connections"] = 0
         values["number-of-voters"] = len(voters)
         if isinstance(state, LeaderState):
             values["number-of-observers"] = len(state.observer_states)
