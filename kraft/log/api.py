@@ -1,4 +1,4 @@
-"""The ``ReplicatedLog`` contract (KRAFT-BEHAVIOUR §1.11) and the value types it speaks in.
+"""The ``ReplicatedLog`` contract (Kafka's ``ReplicatedLog``) and the value types it speaks in.
 
 The Raft core reads and writes its log only through :class:`ReplicatedLog`. Two
 implementations honour it: :class:`~kraft.log.memory.MemoryLog` (tests and the simulator) and
@@ -162,7 +162,8 @@ class ReplicatedLog(Protocol):
         """The largest epoch ``<= epoch`` in the log and the offset where it ends (exclusive)."""
 
     def validate_offset_and_epoch(self, offset: int, epoch: int) -> ValidOffsetAndEpoch:
-        """Whether a fetcher at ``(offset, epoch)`` agrees with this log (§1.11)."""
+        """Whether a fetcher at ``(offset, epoch)`` agrees with this log (Kafka's
+        ``ReplicatedLog.validateOffsetAndEpoch``)."""
 
     def initialize_leader_epoch(self, epoch: int) -> None:
         """Record that ``epoch`` starts at the log end offset (a new leader's first step)."""
@@ -184,7 +185,7 @@ class ReplicatedLog(Protocol):
     def close(self) -> None:
         """Flush and release the log's resources; the log is unusable afterwards."""
 
-    # -- snapshots (KRAFT-BEHAVIOUR §1.11-1.12) --------------------------------------------
+    # -- snapshots (KIP-630, docs/snapshots.md) -----------------------------------------------
     @property
     def latest_snapshot_id(self) -> OffsetAndEpoch | None:
         """The id of the newest frozen snapshot."""

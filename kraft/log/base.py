@@ -27,7 +27,7 @@ logger = logging.getLogger(__name__)
 @dataclass(frozen=True, slots=True)
 class SnapshotRetention:
     """When the cleaner moves the log start up to a snapshot, dropping the log below it and
-    every older snapshot (KRAFT-BEHAVIOUR §1.11 ``maybeClean``).
+    every older snapshot (Kafka's ``ReplicatedLog.maybeClean``, KIP-630).
 
     The latest snapshot is never deleted. The log start moves to the next snapshot while any
     of these holds for what lies below it:
@@ -244,9 +244,9 @@ class LogBase(ABC):
         return 0
 
     def validate_offset_and_epoch(self, offset: int, epoch: int) -> ValidOffsetAndEpoch:
-        """§1.11 with the snapshot cases: a fetcher below the log start, at the log start in
-        another epoch than the snapshot there, or in an epoch older than the earliest snapshot
-        is sent the latest snapshot."""
+        """Kafka's ``ReplicatedLog.validateOffsetAndEpoch`` with the snapshot cases: a fetcher
+        below the log start, at the log start in another epoch than the snapshot there, or in
+        an epoch older than the earliest snapshot is sent the latest snapshot."""
         start = self.log_start_offset
         if start == 0 and offset == 0:
             return ValidOffsetAndEpoch.valid(OffsetAndEpoch(offset, epoch))
@@ -282,7 +282,7 @@ class LogBase(ABC):
         self.truncate_to(target)
         return target
 
-    # -- snapshots (KRAFT-BEHAVIOUR §1.11-1.12) --------------------------------------------
+    # -- snapshots (KIP-630, docs/snapshots.md) -----------------------------------------------
     @property
     def latest_snapshot_id(self) -> OffsetAndEpoch | None:
         return self._snapshot_ids[-1] if self._snapshot_ids else None
@@ -425,7 +425,7 @@ class LogBase(ABC):
         return self._epoch_at(offset - 1) == epoch
 
     def maybe_clean(self, now_ms: int) -> bool:
-        """Apply the retention policy (KRAFT-BEHAVIOUR §1.11 ``maybeClean``): while the policy
+        """Apply the retention policy (Kafka's ``ReplicatedLog.maybeClean``): while the policy
         says so, move the log start up to the next snapshot. True if anything was deleted."""
         policy = self.retention
         changed = False

@@ -1,6 +1,6 @@
 """``meta.properties``, Kafka Uuids, and formatting a data directory.
 
-A formatted data directory (DESIGN §7) holds ``meta.properties``, a Java properties file that
+A formatted data directory (docs/storage.md) holds ``meta.properties``, a Java properties file that
 ties the directory to one cluster and one node, as Kafka's ``MetaProperties`` (version 1)::
 
     #kraft meta.properties

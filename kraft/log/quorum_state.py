@@ -1,4 +1,5 @@
-"""The election state a replica must never forget, and where it is kept (KRAFT-BEHAVIOUR §1.7).
+"""The election state a replica must never forget, and where it is kept (Kafka's
+``FileQuorumStateStore``; the file is described in docs/storage.md).
 
 Raft's safety rests on two facts surviving a crash: the highest epoch a replica has seen, and
 whom it voted for in that epoch (a replica that forgot its vote could vote twice and elect two

@@ -2,8 +2,8 @@
 
 The core never sees frames or bytes. It hands an :class:`OutboundRequest` or an
 :class:`OutboundResponse` to its ``NetworkChannel`` and reads :class:`InboundRequest` and
-:class:`InboundResponse` from its message queue (DESIGN §2). The runtime turns them into frames
-and back (:meth:`OutboundRequest.to_frame`, :meth:`InboundRequest.from_frame`, ...); the
+:class:`InboundResponse` from its message queue (docs/protocol.md). The runtime turns them into
+frames and back (:meth:`OutboundRequest.to_frame`, :meth:`InboundRequest.from_frame`, ...); the
 simulator passes them along as they are. Times are the core's clock, in milliseconds.
 """
 

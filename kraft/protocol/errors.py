@@ -9,7 +9,8 @@ The exception tree follows h2: every :class:`ProtocolError` subclass carries its
 exception back into a code (:func:`code_for_exception`), and a response's code can be raised as
 the matching exception (:func:`exception_for_code`). Codes the Raft core answers or acts upon
 have their own class; any other code maps to a plain :class:`ProtocolError` holding that code.
-Which code answers which condition is KRAFT-BEHAVIOUR.md §1.2-1.4 (``KafkaRaftClient.java``).
+Which code answers which condition follows Kafka's ``KafkaRaftClient`` (its ``handle*Request``
+methods); docs/protocol.md lists them.
 """
 
 from __future__ import annotations
@@ -247,7 +248,7 @@ class UnknownTopicOrPartitionError(ProtocolError):
 
 class NotLeaderOrFollowerError(ProtocolError):
     """NOT_LEADER_OR_FOLLOWER (6): a leader-only request reached a replica that is not the
-    leader, or a parked Fetch outlived the leadership (KRAFT-BEHAVIOUR §1.3, §1.4)."""
+    leader, or a parked Fetch outlived the leadership."""
 
     error_code = Errors.NOT_LEADER_OR_FOLLOWER
 
@@ -285,7 +286,8 @@ class NotEnoughReplicasError(ProtocolError):
 
 
 class ClusterAuthorizationFailedError(ProtocolError):
-    """CLUSTER_AUTHORIZATION_FAILED (31): fatal to the sender (KRAFT-BEHAVIOUR §1.3)."""
+    """CLUSTER_AUTHORIZATION_FAILED (31): fatal to the sender (as in Kafka's
+    ``KafkaRaftClient``)."""
 
     error_code = Errors.CLUSTER_AUTHORIZATION_FAILED
 

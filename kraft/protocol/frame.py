@@ -18,7 +18,7 @@ Theory of operation
     is not a well-formed frame raises :class:`MalformedFrameError` (msgspec's errors are
     translated, ``raise ... from exc``). After either, the decoder is broken: the byte stream
     cannot be trusted, so every later call raises the same error and the connection is to be
-    closed (DESIGN §4).
+    closed (docs/transport.md).
 
     One encoder and one typed decoder per direction are built once, at import.
 """

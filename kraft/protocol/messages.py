@@ -98,7 +98,8 @@ class _Message(_Wire, frozen=True, tag_field="api_key"):
 
 class _OffsetAndEpochLike(Protocol):
     """Anything with an ``offset`` and an ``epoch`` (``kraft.log.OffsetAndEpoch``). The wire
-    layer sits below the log layer (DESIGN §1), so it names the shape, not the class."""
+    layer sits below the log layer (tests/test_layering.py), so it names the shape, not the
+    class."""
 
     @property
     def offset(self) -> int: ...
@@ -139,7 +140,7 @@ class PreferredCandidate(_Wire, frozen=True):
 
 class EpochEndOffset(_Wire, frozen=True):
     """Fetch's ``DivergingEpoch``: the largest epoch the follower shares with the leader, and
-    the leader's end offset for it; the follower truncates to it (KRAFT-BEHAVIOUR §1.4)."""
+    the leader's end offset for it; the follower truncates to it."""
 
     epoch: int = -1
     end_offset: int = -1
@@ -198,7 +199,7 @@ class VoteRequest(_Message, frozen=True, tag=ApiKey.VOTE.value):
 
     ``replica_epoch`` is the candidate's bumped epoch, or for a pre-vote its current epoch
     (KIP-996). ``last_offset_epoch``/``last_offset`` describe the sender's log end, which the
-    voter compares with its own, epoch first (KRAFT-BEHAVIOUR §1.2). ``voter_id`` and
+    voter compares with its own, epoch first (Kafka's ``handleVoteRequest``). ``voter_id`` and
     ``voter_directory_id`` name the receiver (v1, KIP-853); -1 / ZERO match any.
     """
 
@@ -219,7 +220,7 @@ class VoteRequest(_Message, frozen=True, tag=ApiKey.VOTE.value):
 
 class BeginQuorumEpochRequest(_Message, frozen=True, tag=ApiKey.BEGIN_QUORUM_EPOCH.value):
     """BeginQuorumEpoch (API key 53, v1): a new leader announces itself to a voter, then
-    repeats it as a heartbeat (KRAFT-BEHAVIOUR §1.3)."""
+    repeats it as a heartbeat (KIP-595)."""
 
     API_KEY: ClassVar[ApiKey] = ApiKey.BEGIN_QUORUM_EPOCH
     MAX_VERSION: ClassVar[int] = BEGIN_QUORUM_EPOCH_VERSION
@@ -254,7 +255,7 @@ class FetchRequest(_Message, frozen=True, tag=ApiKey.FETCH.value):
 
     ``replica_id`` is Kafka's ``ReplicaState.ReplicaId`` (-1: an anonymous observer);
     ``fetch_offset`` the fetcher's log end offset and ``last_fetched_epoch`` the epoch of its
-    last record, which the leader validates (KRAFT-BEHAVIOUR §1.4). ``high_watermark`` is the
+    last record, which the leader validates (KIP-595). ``high_watermark`` is the
     fetcher's (v18, KIP-1166): -1 unknown, ``INT64_MAX`` not supported.
     """
 
@@ -355,7 +356,7 @@ class EndQuorumEpochResponse(_Message, frozen=True, tag=ApiKey.END_QUORUM_EPOCH.
 class FetchResponse(_Message, frozen=True, tag=ApiKey.FETCH.value):
     """The answer to :class:`FetchRequest`: at most one of ``records`` (raw v2 batches),
     ``diverging_epoch`` (truncate first) or ``snapshot_id`` (fetch that snapshot) carries the
-    news; ``current_leader`` names the leader (KRAFT-BEHAVIOUR §1.4)."""
+    news; ``current_leader`` names the leader (KIP-595)."""
 
     API_KEY: ClassVar[ApiKey] = ApiKey.FETCH
     MAX_VERSION: ClassVar[int] = FETCH_VERSION

@@ -1,5 +1,5 @@
 """``kraft.queue``: Kafka's ``KafkaEventQueue``, the single-threaded event queue that the
-QuorumController runs on (KRAFT-BEHAVIOUR §5), with its logic apart from its thread.
+QuorumController runs on (docs/event-queue.md), with its logic apart from its thread.
 
 * :class:`KafkaEventQueue` runs events on a thread of its own.
 * :class:`DeterministicEventQueue` runs the same core when the caller says so, against the

@@ -1,6 +1,6 @@
 """The event queue's state machine: what runs next, with no thread, no lock and no clock.
 
-Theory of operation (Kafka's ``KafkaEventQueue.EventHandler``, KRAFT-BEHAVIOUR §5):
+Theory of operation (Kafka's ``KafkaEventQueue.EventHandler``):
 
 * The *run list* holds appended and prepended events in the order they will run: ``append``
   adds at the tail (FIFO), ``prepend`` at the head (LIFO).

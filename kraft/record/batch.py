@@ -1,7 +1,6 @@
 """Kafka RecordBatch v2 ("magic 2"), byte for byte.
 
-Layout of one batch (all integers big-endian; KRAFT-BEHAVIOUR §1.13, Kafka's
-``DefaultRecordBatch``)::
+Layout of one batch (all integers big-endian; Kafka's ``DefaultRecordBatch``)::
 
     off len field
       0   8 BaseOffset

@@ -1,7 +1,7 @@
 """KRaft control records: the typed messages in control batches, encoded as Kafka encodes them.
 
 A control batch (attribute bit 5) holds records whose key names a :class:`ControlRecordType`
-and whose value is one control message (KRAFT-BEHAVIOUR §1.9).
+and whose value is one control message (Kafka's ``ControlRecordUtils``).
 
 Key
     ``int16 version (0) | int16 type``, big-endian, 4 bytes (Kafka's ``ControlRecordType``).

@@ -1,7 +1,7 @@
 """``SnapshotWriter[T]``: a state machine's records written as a KIP-630 snapshot.
 
 A snapshot is Kafka v2 batches with base offsets counting from 0 and the snapshot's epoch as
-every batch's partition leader epoch (KRAFT-BEHAVIOUR §1.12, Kafka's ``RecordsSnapshotWriter``):
+every batch's partition leader epoch (KIP-630, Kafka's ``RecordsSnapshotWriter``):
 
 1. a control batch holding one ``SnapshotHeader`` (version 0, the last contained log
    timestamp), written as soon as the writer exists;

@@ -1,4 +1,4 @@
-"""Snapshots in the log (KRAFT-BEHAVIOUR §1.11-1.12, docs/snapshots.md), on ``MemoryLog`` and
+"""Snapshots in the log (KIP-630, docs/snapshots.md), on ``MemoryLog`` and
 ``FileLog`` alike: creating, freezing, reading and deleting snapshots, moving the log start up
 to one, emptying the log onto a downloaded one, the snapshot cases of
 ``validate_offset_and_epoch``, and the retention cleaner.
@@ -236,7 +236,7 @@ def test_create_new_snapshot_above_the_high_watermark_is_a_value_error(
 def test_create_new_snapshot_off_a_batch_boundary_is_a_value_error(
     log: AnyLog, offset: int
 ) -> None:
-    """§7: snapshot ids must be batch-aligned."""
+    """Snapshot ids must be batch-aligned (Kafka's ``ReplicatedLog.createNewSnapshot``)."""
     fill(log, 3)  # batches [0,2), [2,4), [4,6)
     log.update_high_watermark(6)
     with pytest.raises(ValueError):
@@ -532,7 +532,11 @@ def test_after_truncation_to_a_snapshot_epochs_do_not_go_back(log: AnyLog, how: 
     assert log.last_fetched_epoch == 3
 
 
-# -- validate_offset_and_epoch: the snapshot cases (§1.11 rules 1-4) --------------------------
+# -- validate_offset_and_epoch: the snapshot cases --------------------------------------------
+# The rules of Kafka's ``ReplicatedLog.validateOffsetAndEpoch``, in order: (1) offset 0 of a log
+# starting at 0 is valid; (2) below the log start, at it in another epoch than the snapshot
+# there, or in an epoch older than the earliest snapshot: the latest snapshot; (3) where the
+# log's end offset for that epoch disagrees: diverging; (4) otherwise valid.
 
 
 @pytest.fixture
@@ -847,7 +851,7 @@ class LogModel:
         return max(at_start, default=0)
 
     def refuses_epoch(self, epoch: int) -> bool:
-        """§1.11 rule 2: an epoch older than the earliest snapshot's does not validate."""
+        """Rule 2: an epoch older than the earliest snapshot's does not validate."""
         earliest = min(self.snapshots, default=None, key=lambda s: (s.offset, s.epoch))
         return earliest is not None and epoch < earliest.epoch
 
