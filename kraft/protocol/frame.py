@@ -33,6 +33,7 @@ from typing import Generic, TypeVar
 
 import msgspec
 
+from kraft.common.limits import INT32_MAX
 from kraft.common.uuids import ZERO_UUID
 from kraft.protocol.errors import (
     FrameError,
@@ -62,7 +63,7 @@ __all__ = [
 #: Bytes of the length prefix.
 FRAME_LENGTH_SIZE = 4
 #: The largest length a frame may ever declare: Kafka sizes are int32.
-MAX_FRAME_SIZE_LIMIT = 2**31 - 1
+MAX_FRAME_SIZE_LIMIT = INT32_MAX
 #: The default maximum frame size: room for an 8 MiB fetch (KafkaRaftClient's
 #: MAX_FETCH_SIZE_BYTES) or an 8 MiB batch, and the message around it.
 DEFAULT_MAX_FRAME_SIZE = 16 * 1024 * 1024

@@ -39,7 +39,7 @@ from typing import cast
 import crc32c as _crc32c
 import msgspec
 
-from kraft.common.limits import INT32_MAX
+from kraft.common.limits import INT32_MAX, INT64_MIN
 from kraft.errors import CorruptRecordError
 from kraft.record.varint import read_varint, read_varlong, varint_bytes, varlong_bytes
 
@@ -162,7 +162,7 @@ def encode_batch(
     # Kafka's MaxTimestamp is the largest *record* timestamp: the batch's timestamp_ms counts
     # only if some record uses it.
     own_timestamps = 0
-    own_max = -(1 << 63)
+    own_max = INT64_MIN
     for delta, record in enumerate(records):
         if isinstance(record, bytes):
             # The common case, unrolled: attributes 0, timestamp delta 0, null key, no headers.

@@ -21,6 +21,7 @@ import re
 from pathlib import Path
 
 from kraft.common.fsutil import fsync_directory
+from kraft.common.limits import INT32_MAX, INT64_MAX
 from kraft.errors import StorageError
 from kraft.record.offsets import OffsetAndEpoch
 
@@ -43,8 +44,6 @@ PART_SUFFIX = ".checkpoint.part"
 DELETED_SUFFIX = ".checkpoint.deleted"
 
 _NAME = re.compile(r"(\d{20})-(\d{10})(\.checkpoint(?:\.part|\.deleted)?)")
-_MAX_OFFSET = (1 << 63) - 1
-_MAX_EPOCH = (1 << 31) - 1
 
 
 def snapshot_file_name(snapshot_id: OffsetAndEpoch, suffix: str = SNAPSHOT_SUFFIX) -> str:
@@ -69,7 +68,7 @@ def parse_snapshot_file_name(name: str) -> tuple[OffsetAndEpoch, str] | None:
     if match is None:
         return None
     offset, epoch = int(match[1]), int(match[2])
-    if offset > _MAX_OFFSET or epoch > _MAX_EPOCH:
+    if offset > INT64_MAX or epoch > INT32_MAX:
         return None
     return OffsetAndEpoch(offset, epoch), match[3]
 

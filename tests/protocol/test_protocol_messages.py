@@ -13,6 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kraft.common.limits import INT64_MAX, INT64_MIN
+from kraft.common.uuids import ZERO_UUID
 from kraft.log.api import OffsetAndEpoch
 from kraft.protocol import (
     MAX_VERSIONS,
@@ -50,7 +52,7 @@ from kraft.protocol import (
     encode_response,
 )
 
-INT64 = st.integers(-(2**63), 2**63 - 1)
+INT64 = st.integers(INT64_MIN, INT64_MAX)
 
 
 def strategy_for(tp: mi.Type) -> st.SearchStrategy[Any]:
@@ -65,7 +67,7 @@ def strategy_for(tp: mi.Type) -> st.SearchStrategy[Any]:
     if isinstance(tp, mi.BytesType):
         return st.binary(max_size=64)
     if isinstance(tp, mi.UUIDType):
-        return st.uuids() | st.just(uuid.UUID(int=0))
+        return st.uuids() | st.just(ZERO_UUID)
     if isinstance(tp, mi.NoneType):
         return st.none()
     if isinstance(tp, mi.UnionType):

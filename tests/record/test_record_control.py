@@ -20,6 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kraft.common.limits import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 from kraft.common.uuids import ZERO_UUID
 from kraft.errors import CorruptRecordError
 from kraft.record import (
@@ -163,8 +164,8 @@ def test_values_match_hand_derived_bytes(message: ControlMessage, expected: str)
 # -- values: round trips ----------------------------------------------------------------------
 
 int16s = st.integers(-(2**15), 2**15 - 1)
-int32s = st.integers(-(2**31), 2**31 - 1)
-int64s = st.integers(-(2**63), 2**63 - 1)
+int32s = st.integers(INT32_MIN, INT32_MAX)
+int64s = st.integers(INT64_MIN, INT64_MAX)
 uuids = st.just(ZERO_UUID) | st.uuids()
 names = st.text(max_size=12)
 

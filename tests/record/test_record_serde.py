@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kraft.common.limits import INT64_MAX, INT64_MIN
 from kraft.errors import CorruptRecordError
 from kraft.record import BytesSerde, MsgspecSerde, RecordSerde, StrSerde
 
@@ -24,8 +25,8 @@ class Point(msgspec.Struct, frozen=True):
 
 points = st.builds(
     Point,
-    st.integers(-(2**63), 2**63 - 1),
-    st.integers(-(2**63), 2**63 - 1),
+    st.integers(INT64_MIN, INT64_MAX),
+    st.integers(INT64_MIN, INT64_MAX),
     st.text(max_size=10),
     st.lists(st.text(max_size=5), max_size=3).map(tuple),
 )
