@@ -24,9 +24,11 @@ class MockableRandom(random.Random):
         self._queued: list[tuple[int | None, int]] = []
 
     def queue_draws(self, *values: int, bound: int | None = None) -> None:
-        """The next draws return ``values``, in order. With ``bound``, only draws from a
-        range of that many values take them (``randrange(bound)``); the others, and every
-        draw once the queue is empty, come from the seeded generator."""
+        """The next draws are ``values``, in order: each is a draw from [0, n) for a range of
+        n values, so ``randrange(n)`` returns it as is and ``randrange(start, stop, step)``
+        returns ``start + step * value``. With ``bound``, only a draw from a range of that
+        many values takes them; the others, and every draw once the queue is empty, come
+        from the seeded generator."""
         self._queued.extend((bound, value) for value in values)
 
     @property
@@ -39,8 +41,8 @@ class MockableRandom(random.Random):
         choices = range(start) if stop is None else range(start, stop, step)
         for index, (bound, value) in enumerate(self._queued):
             if bound is None or bound == len(choices):
-                if value not in choices:
-                    raise ValueError(f"the queued draw {value} is not in {choices}")
+                if not 0 <= value < len(choices):
+                    raise ValueError(f"the queued draw {value} is not in [0, {len(choices)})")
                 del self._queued[index]
-                return value
+                return choices[value]
         return super().randrange(start, stop, step)
