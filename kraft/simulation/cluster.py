@@ -426,9 +426,7 @@ class Cluster:
             node.last_epoch = epoch
 
     def _route(self, node: SimNode) -> None:
-        outbox = node.channel.outbox
-        messages = list(outbox)
-        outbox.clear()
+        messages = node.channel.drain()
         now = self.clock.now_ms()
         for envelope in messages:
             destination = envelope.destination

@@ -1,5 +1,6 @@
 """A simulated node: a real ``KafkaRaftClient`` over a ``MemoryLog``, an in-memory quorum-state
-store, an in-memory channel, and the replicated counter as its state machine.
+store, a :class:`~kraft.raft.memory_channel.MemoryChannel` (the cluster routes what it
+holds after each poll), and the replicated counter as its state machine.
 
 The log and the store are the node's *disk*: they outlive the client. A kill drops the client
 and crashes the log (losing what was not flushed); a restart builds a new client over the same
@@ -18,15 +19,13 @@ from kraft.errors import CorruptRecordError, NotLeaderError
 from kraft.log.base import SnapshotRetention
 from kraft.log.memory import MemoryLog
 from kraft.log.quorum_state import MemoryQuorumStateStore
-from kraft.protocol.envelope import OutboundRequest, OutboundResponse
 from kraft.raft.channel import DequeMessageQueue
 from kraft.raft.client import KafkaRaftClient
 from kraft.raft.listeners import Batch, BatchReader, LeaderAndEpoch, Listener, SnapshotReaderLike
+from kraft.raft.memory_channel import MemoryChannel
 from kraft.record.offsets import OffsetAndEpoch
 
-__all__ = [
-    "CounterIncrement", "ReplicatedCounter", "SimChannel", "SimNode", "SimSerde", "top_leader",
-]
+__all__ = ["CounterIncrement", "ReplicatedCounter", "SimNode", "SimSerde", "top_leader"]
 
 
 class CounterIncrement(NamedTuple):
@@ -185,27 +184,6 @@ class ReplicatedCounter(Listener[Any]):
         return offset
 
 
-class SimChannel:
-    """Collects what the client sends; the cluster routes it after each poll."""
-
-    __slots__ = ("_next_correlation_id", "outbox")
-
-    def __init__(self, first_correlation_id: int) -> None:
-        self._next_correlation_id = first_correlation_id
-        self.outbox: list[OutboundRequest | OutboundResponse] = []
-
-    def new_correlation_id(self) -> int:
-        cid = self._next_correlation_id
-        self._next_correlation_id += 1
-        return cid
-
-    def send(self, request: OutboundRequest) -> None:
-        self.outbox.append(request)
-
-    def respond(self, response: OutboundResponse) -> None:
-        self.outbox.append(response)
-
-
 class SimNode:
     """One node's disk, process and counter. ``client`` is None while the node is down."""
 
@@ -224,7 +202,7 @@ class SimNode:
         self.store = MemoryQuorumStateStore(f"node-{node_id}")
         self.client: KafkaRaftClient[Any] | None = None
         self.counter: ReplicatedCounter | None = None
-        self.channel = SimChannel(node_id * 100_000_000)
+        self.channel = MemoryChannel(node_id * 100_000_000)
         self.queue = DequeMessageQueue()
         self.incarnation = 0
         self.paused = False

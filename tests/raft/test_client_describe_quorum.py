@@ -52,7 +52,7 @@ def leader(voters: tuple[int, ...] = VOTERS, **config: Any) -> RaftTestContext[b
 def describe(ctx: RaftTestContext[bytes]) -> DescribeQuorumResponse:
     ctx.deliver_request(DescribeQuorumRequest(), source=-1)
     ctx.poll()
-    response = ctx.single_sent_response(DescribeQuorumResponse).body
+    response = ctx.single_sent_response(DescribeQuorumResponse)
     assert isinstance(response, DescribeQuorumResponse)
     return response
 
@@ -66,7 +66,7 @@ def fetch(
         last_fetched_epoch=last_epoch, max_wait_ms=0, replica_directory_id=directory_id,
     ), source=replica_id)
     ctx.poll()
-    response = ctx.single_sent_response(FetchResponse).body
+    response = ctx.single_sent_response(FetchResponse)
     assert isinstance(response, FetchResponse)
     assert response.partition_error_code == Errors.NONE
     return response
@@ -147,7 +147,7 @@ def test_wrong_topic_partition_is_unknown_topic_or_partition() -> None:
                     DescribeQuorumRequest(partition_index=1)):
         ctx.deliver_request(request, source=-1)
         ctx.poll()
-        response = ctx.single_sent_response(DescribeQuorumResponse).body
+        response = ctx.single_sent_response(DescribeQuorumResponse)
         assert isinstance(response, DescribeQuorumResponse)
         assert response.partition_error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION
         assert response.current_voters == ()

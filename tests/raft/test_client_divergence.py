@@ -55,7 +55,7 @@ def leader_context() -> RaftTestContext[bytes]:
 
 
 def the_fetch_response(ctx: RaftTestContext[bytes]) -> FetchResponse:
-    body = ctx.single_sent_response(FetchResponse).body
+    body = ctx.single_sent_response(FetchResponse)
     assert isinstance(body, FetchResponse)
     return body
 

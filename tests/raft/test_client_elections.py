@@ -146,7 +146,7 @@ def test_stored_leader_self_starts_resigned_in_same_epoch() -> None:
         ctx.client.prepare_append(2, [b"a"])
     ctx.deliver_request(vote_request(2, 2, 1, 10), 2)
     ctx.poll()
-    body = ctx.single_sent_response(VoteResponse).body
+    body = ctx.single_sent_response(VoteResponse)
     assert isinstance(body, VoteResponse)
     assert not body.vote_granted
     assert ctx.role == "Resigned"
@@ -348,7 +348,7 @@ def test_follower_same_leader_same_endpoints_is_not_a_transition() -> None:
     writes = len(ctx.store.writes)
     ctx.deliver_request(begin_epoch(EPOCH, 2), 2)
     ctx.poll()
-    body = ctx.single_sent_response(BeginQuorumEpochResponse).body
+    body = ctx.single_sent_response(BeginQuorumEpochResponse)
     assert isinstance(body, BeginQuorumEpochResponse)
     assert body.partition_error_code == Errors.NONE
     assert (ctx.role, ctx.leader_id, ctx.epoch) == ("Follower", 2, EPOCH)

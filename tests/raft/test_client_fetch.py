@@ -80,7 +80,7 @@ def leader_with_high_watermark() -> RaftTestContext[bytes]:
 
 
 def the_fetch_response(ctx: RaftTestContext[bytes]) -> FetchResponse:
-    body = ctx.single_sent_response(FetchResponse).body
+    body = ctx.single_sent_response(FetchResponse)
     assert isinstance(body, FetchResponse)
     return body
 
@@ -778,7 +778,7 @@ def test_after_a_successful_fetch_a_follower_refuses_pre_votes() -> None:
                            last_offset=2, pre_vote=True)
     ctx.deliver_request(pre_vote, OTHER)
     ctx.poll()
-    first = ctx.single_sent_response(VoteResponse).body
+    first = ctx.single_sent_response(VoteResponse)
     assert isinstance(first, VoteResponse) and first.vote_granted
     ctx.poll()
     sent, _ = ctx.single_sent_request(FetchRequest)
@@ -786,7 +786,7 @@ def test_after_a_successful_fetch_a_follower_refuses_pre_votes() -> None:
     ctx.poll()
     ctx.deliver_request(pre_vote, OTHER)
     ctx.poll()
-    second = ctx.single_sent_response(VoteResponse).body
+    second = ctx.single_sent_response(VoteResponse)
     assert isinstance(second, VoteResponse) and not second.vote_granted
 
 

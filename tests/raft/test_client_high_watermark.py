@@ -84,7 +84,7 @@ def replica_fetches(ctx: RaftTestContext[bytes], replica_id: int, offset: int) -
     ctx.deliver_request(fetch(ctx.epoch, replica_id, offset, epoch_before(ctx, offset)),
                         replica_id)
     ctx.poll()
-    body = ctx.single_sent_response(FetchResponse).body
+    body = ctx.single_sent_response(FetchResponse)
     assert isinstance(body, FetchResponse)
     return body
 
@@ -239,7 +239,7 @@ def test_a_new_leader_forgets_the_high_watermark_it_knew_as_follower() -> None:
     ctx.sent_responses()
     ctx.deliver_request(fetch(epoch, 3, 3, 1), 3)  # holds the old records only
     ctx.poll()
-    body = ctx.single_sent_response(FetchResponse).body
+    body = ctx.single_sent_response(FetchResponse)
     assert isinstance(body, FetchResponse)
     assert body.high_watermark == -1
     ctx.deliver_request(fetch(epoch, 3, 4, epoch), 3)

@@ -191,7 +191,7 @@ def test_unattached_observer_never_stands_for_election_but_votes() -> None:
         source=1,
     )
     ctx.poll()
-    response = ctx.single_sent_response(VoteResponse).body
+    response = ctx.single_sent_response(VoteResponse)
     assert isinstance(response, VoteResponse)
     assert response.error_code == Errors.NONE and response.partition_error_code == Errors.NONE
     assert response.vote_granted and response.leader_epoch == EPOCH + 1
@@ -228,7 +228,7 @@ def test_observer_follower_keeps_following_after_the_fetch_timeout() -> None:
         source=LEADER,
     )
     ctx.poll()
-    response = ctx.single_sent_response(VoteResponse).body
+    response = ctx.single_sent_response(VoteResponse)
     assert isinstance(response, VoteResponse) and response.vote_granted
     assert (ctx.epoch, ctx.voted_id) == (EPOCH + 1, LEADER)
     assert ctx.leader_id is None
@@ -437,7 +437,7 @@ def deliver_fetch(
     )
     ctx.deliver_request(body, source=replica_id)
     ctx.poll()
-    response = ctx.single_sent_response(FetchResponse).body
+    response = ctx.single_sent_response(FetchResponse)
     assert isinstance(response, FetchResponse)
     return response
 

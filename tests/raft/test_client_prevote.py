@@ -328,7 +328,7 @@ def test_prospective_becomes_follower_on_begin_quorum_epoch() -> None:
     assert ctx.role == "Follower"
     assert ctx.leader_id == 2
     assert ctx.epoch == EPOCH
-    body = ctx.single_sent_response(BeginQuorumEpochResponse).body
+    body = ctx.single_sent_response(BeginQuorumEpochResponse)
     assert isinstance(body, BeginQuorumEpochResponse)
     assert body.partition_error_code == Errors.NONE
 

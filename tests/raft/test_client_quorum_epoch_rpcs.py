@@ -79,14 +79,14 @@ def end_epoch(
 
 def begin_response(context: RaftTestContext[bytes]) -> BeginQuorumEpochResponse:
     response = context.single_sent_response(BeginQuorumEpochResponse)
-    assert isinstance(response.body, BeginQuorumEpochResponse)
-    return response.body
+    assert isinstance(response, BeginQuorumEpochResponse)
+    return response
 
 
 def end_response(context: RaftTestContext[bytes]) -> EndQuorumEpochResponse:
     response = context.single_sent_response(EndQuorumEpochResponse)
-    assert isinstance(response.body, EndQuorumEpochResponse)
-    return response.body
+    assert isinstance(response, EndQuorumEpochResponse)
+    return response
 
 
 def follower_of(

@@ -432,10 +432,10 @@ def test_resigned_rejects_a_standard_vote_in_its_own_epoch() -> None:
     )
     context.poll()
     response = context.single_sent_response(VoteResponse)
-    assert isinstance(response.body, VoteResponse)
-    assert response.body.partition_error_code == Errors.NONE
-    assert not response.body.vote_granted
-    assert (response.body.leader_id, response.body.leader_epoch) == (LOCAL, 2)
+    assert isinstance(response, VoteResponse)
+    assert response.partition_error_code == Errors.NONE
+    assert not response.vote_granted
+    assert (response.leader_id, response.leader_epoch) == (LOCAL, 2)
     assert context.role == "Resigned"
 
 
@@ -451,8 +451,8 @@ def test_resigned_grants_a_vote_in_a_higher_epoch() -> None:
     )
     context.poll()
     response = context.single_sent_response(VoteResponse)
-    assert isinstance(response.body, VoteResponse)
-    assert response.body.vote_granted
+    assert isinstance(response, VoteResponse)
+    assert response.vote_granted
     assert context.role == "Voted"
     assert context.epoch == epoch + 1
     assert context.voted_id == 2
@@ -472,8 +472,8 @@ def test_begin_quorum_epoch_after_resign_makes_it_a_follower() -> None:
     )
     context.poll()
     response = context.single_sent_response(BeginQuorumEpochResponse)
-    assert isinstance(response.body, BeginQuorumEpochResponse)
-    assert response.body.partition_error_code == Errors.NONE
+    assert isinstance(response, BeginQuorumEpochResponse)
+    assert response.partition_error_code == Errors.NONE
     assert context.role == "Follower"
     assert (context.epoch, context.leader_id) == (epoch + 1, 2)
     assert listener.leader_changes[-1] == LeaderAndEpoch(2, epoch + 1)
@@ -585,8 +585,8 @@ def test_leader_shutdown_resigns_and_completes_when_a_new_leader_appears() -> No
     )
     context.poll()
     response = context.single_sent_response(VoteResponse)
-    assert isinstance(response.body, VoteResponse)
-    assert response.body.vote_granted
+    assert isinstance(response, VoteResponse)
+    assert response.vote_granted
     assert not future.done()
 
     context.deliver_request(
@@ -848,5 +848,5 @@ def test_fetch_snapshot_to_a_shutting_down_leader_gets_broker_not_available() ->
     context.client.queue = ShutdownWhileWaiting(context.queue, context.client, 5_000)
     context.poll()
     response = context.single_sent_response(FetchSnapshotResponse)
-    assert isinstance(response.body, FetchSnapshotResponse)
-    assert response.body.partition_error_code == Errors.BROKER_NOT_AVAILABLE
+    assert isinstance(response, FetchSnapshotResponse)
+    assert response.partition_error_code == Errors.BROKER_NOT_AVAILABLE

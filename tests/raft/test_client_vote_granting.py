@@ -43,7 +43,7 @@ def answer(ctx: RaftTestContext[Any], request: VoteRequest, **deliver: Any) -> V
     """Deliver ``request`` from its replica, poll once, and return the one VoteResponse."""
     ctx.deliver_request(request, request.replica_id, **deliver)
     ctx.poll()
-    body = ctx.single_sent_response(VoteResponse).body
+    body = ctx.single_sent_response(VoteResponse)
     assert isinstance(body, VoteResponse)
     return body
 
@@ -233,7 +233,7 @@ def test_negative_replica_id_is_invalid_request_without_epoch_bump() -> None:
     request = vote_request(EPOCH + 1, -1, EPOCH, 0)
     ctx.deliver_request(request, 2)
     ctx.poll()
-    body = ctx.single_sent_response(VoteResponse).body
+    body = ctx.single_sent_response(VoteResponse)
     assert isinstance(body, VoteResponse)
     assert body.partition_error_code == Errors.INVALID_REQUEST
     assert not body.vote_granted
@@ -245,7 +245,7 @@ def test_fencing_checked_before_replica_id() -> None:
     ctx = builder().with_unknown_leader(EPOCH).build()
     ctx.deliver_request(vote_request(EPOCH - 1, -1, 0, 0), 2)
     ctx.poll()
-    body = ctx.single_sent_response(VoteResponse).body
+    body = ctx.single_sent_response(VoteResponse)
     assert isinstance(body, VoteResponse)
     assert body.partition_error_code == Errors.FENCED_LEADER_EPOCH
 

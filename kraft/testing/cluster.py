@@ -1,0 +1,147 @@
+"""``LocalCluster``: a few real clients wired together in memory, elections and replication end
+to end in virtual time."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, TypeVar
+
+from kraft.common.clock import ManualClock
+from kraft.common.uuids import ZERO_UUID
+from kraft.config import QuorumConfig
+from kraft.errors import IllegalStateError
+from kraft.log.memory import MemoryLog
+from kraft.log.quorum_state import MemoryQuorumStateStore
+from kraft.protocol.envelope import InboundRequest, InboundResponse
+from kraft.raft.channel import DequeMessageQueue
+from kraft.raft.client import KafkaRaftClient
+from kraft.record.serde import BytesSerde, RecordSerde
+from kraft.testing.channel import MockNetworkChannel
+from kraft.testing.listener import RecordingListener
+from kraft.testing.messages import voter_endpoints
+
+__all__ = ["LocalCluster"]
+
+T = TypeVar("T")
+
+
+class LocalCluster(Generic[T]):
+    """Real clients of a few voters (and observers), wired together in memory.
+
+    Messages are delivered instantly, in the order sent, by :meth:`step`; time moves only in
+    :meth:`run_for` / :meth:`run_until`, straight to the next deadline. Nodes can be
+    disconnected (messages to and from them are dropped) and reconnected.
+    """
+
+    def __init__(
+        self,
+        voters: int = 3,
+        observers: int = 0,
+        *,
+        seed: int = 0,
+        serde: RecordSerde[T] | None = None,
+        **config_overrides: Any,
+    ) -> None:
+        self.clock = ManualClock()
+        voter_ids = range(1, voters + 1)
+        fields: dict[str, Any] = {"voters": voter_endpoints(voter_ids)}
+        fields.update(config_overrides)
+        self.config = QuorumConfig(**fields)
+        self.disconnected: set[int] = set()
+        self.nodes: dict[int, KafkaRaftClient[T]] = {}
+        self.channels: dict[int, MockNetworkChannel] = {}
+        self.queues: dict[int, DequeMessageQueue] = {}
+        self.logs: dict[int, MemoryLog] = {}
+        self.listeners: dict[int, RecordingListener[T]] = {}
+        the_serde: RecordSerde[Any] = BytesSerde() if serde is None else serde
+        for node_id in range(1, voters + observers + 1):
+            channel = MockNetworkChannel(first_correlation_id=node_id * 1_000_000)
+            queue = DequeMessageQueue()
+            log = MemoryLog()
+            client: KafkaRaftClient[T] = KafkaRaftClient(
+                local_id=node_id, config=self.config, log=log,
+                store=MemoryQuorumStateStore(), channel=channel, queue=queue,
+                clock=self.clock, rand=random.Random(seed * 1000 + node_id), serde=the_serde,
+            )
+            client.initialize()
+            listener: RecordingListener[T] = RecordingListener()
+            client.register(listener)
+            self.nodes[node_id] = client
+            self.channels[node_id] = channel
+            self.queues[node_id] = queue
+            self.logs[node_id] = log
+            self.listeners[node_id] = listener
+        self._deadlines = dict.fromkeys(self.nodes, 0)
+
+    def leader(self) -> int | None:
+        """The node that is leader in the highest epoch, if any."""
+        leaders = [c for c in self.nodes.values() if c.is_leader]
+        if not leaders:
+            return None
+        return max(leaders, key=lambda c: c.epoch).local_id
+
+    def step(self) -> bool:
+        """Poll every node that is due or has mail, then deliver what they sent.
+
+        Returns whether anything happened.
+        """
+        now = self.clock.now_ms()
+        busy = False
+        for node_id, client in self.nodes.items():
+            if self._deadlines[node_id] <= now or not self.queues[node_id].is_empty():
+                self._deadlines[node_id] = now + client.poll()
+                busy = True
+        for node_id, channel in self.channels.items():
+            for request in channel.drain_requests():
+                busy = True
+                destination = request.destination
+                if self._connected(node_id, destination):
+                    self.queues[destination].add(InboundRequest(
+                        request.correlation_id, node_id, ZERO_UUID, None, request.body, now,
+                    ))
+            for response in channel.drain_responses():
+                busy = True
+                destination = response.destination
+                if self._connected(node_id, destination):
+                    self.queues[destination].add(InboundResponse(
+                        response.correlation_id, node_id, response.body, now,
+                    ))
+        return busy
+
+    def _connected(self, a: int, b: int) -> bool:
+        return b in self.nodes and a not in self.disconnected and b not in self.disconnected
+
+    def _settle(self, max_steps: int = 10_000) -> None:
+        for _ in range(max_steps):
+            if not self.step():
+                return
+        raise IllegalStateError(f"the cluster did not settle in {max_steps} steps")
+
+    def run_for(self, ms: int) -> None:
+        """Run ``ms`` of virtual time."""
+        self.run_until(lambda: False, ms)
+
+    def run_until(self, predicate: Callable[[], bool], timeout_ms: int) -> bool:
+        """Run until ``predicate()`` holds (checked whenever things settle) or the time is up."""
+        end = self.clock.now_ms() + timeout_ms
+        while True:
+            self._settle()
+            if predicate():
+                return True
+            now = self.clock.now_ms()
+            if now >= end:
+                return False
+            next_deadline = min(self._deadlines.values())
+            self.clock.advance(max(1, min(next_deadline, end) - now))
+
+    def append(self, records: Sequence[T]) -> int | None:
+        """Append through the current leader; the last offset, or None without a leader."""
+        leader = self.leader()
+        if leader is None:
+            return None
+        client = self.nodes[leader]
+        offset = client.prepare_append(client.epoch, records)
+        client.schedule_prepared_append()
+        self._deadlines[leader] = self.clock.now_ms()
+        return offset
