@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from kraft.config import ConfigError, Endpoint, QuorumConfig, parse_bootstrap_servers, parse_voters
@@ -41,7 +43,8 @@ def test_defaults_are_kafkas() -> None:
                                    "request_timeout_ms", "max_batch_size_bytes"])
 def test_non_positive_timers_are_rejected(field: str) -> None:
     with pytest.raises(ConfigError, match=field):
-        QuorumConfig(voters={1: Endpoint("h", 1)}, **{field: 0})
+        overrides: dict[str, Any] = {field: 0}
+        QuorumConfig(voters={1: Endpoint("h", 1)}, **overrides)
 
 
 def test_a_quorum_needs_voters_or_bootstrap_servers() -> None:

@@ -37,4 +37,4 @@ def test_every_name_in_all_resolves() -> None:
 
 def test_an_unknown_name_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="no attribute 'RaftNod'"):
-        _ = kraft.RaftNod  # type: ignore[attr-defined]
+        _ = kraft.RaftNod
