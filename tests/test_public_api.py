@@ -1,4 +1,4 @@
-"""The names ``import kraft`` offers (DESIGN §3): the core eagerly, the runtime lazily."""
+"""The names ``import kraft`` offers: the core eagerly, the runtime lazily."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """``FileLog`` snapshots on disk: a reopen finds what was left, the leftovers of a crash at any
 point of a snapshot operation are cleaned on open, the cleaner deletes whole segments, and a
-damaged ``log-start-offset`` file (docs/snapshots.md, Durability; KRAFT-BEHAVIOUR §1.12)."""
+damaged ``log-start-offset`` file (docs/snapshots.md, Durability)."""
 
 from __future__ import annotations
 

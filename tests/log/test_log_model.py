@@ -3,8 +3,8 @@
 The model is a list of segments, each a list of batches ``(base offset, epoch, values, bytes)``,
 plus the few scalars the contract speaks of (high watermark, flushed offset, an epoch started
 at the log end offset with no record yet). Everything the ``ReplicatedLog`` contract answers
-is recomputed from it by the simplest code that could work, written from KRAFT-BEHAVIOUR §1.11
-and not from ``kraft/log/epoch_cache.py``:
+is recomputed from it by the simplest code that could work, written from the contract in
+docs/storage.md (The log) and Kafka's ``ReplicatedLog``, and not from ``kraft/log/epoch_cache.py``:
 
 - the epoch cache is the first batch of every run of equal epochs, plus the pending epoch;
 - ``end_offset_for_epoch(e)`` is the largest epoch ``<= e`` and where the next one starts (the

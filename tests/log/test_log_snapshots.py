@@ -1,4 +1,4 @@
-"""Snapshots in the log (KRAFT-BEHAVIOUR §1.11-1.12, docs/snapshots.md), on ``MemoryLog`` and
+"""Snapshots in the log (KIP-630, docs/snapshots.md), on ``MemoryLog`` and
 ``FileLog`` alike: creating, freezing, reading and deleting snapshots, moving the log start up
 to one, emptying the log onto a downloaded one, the snapshot cases of
 ``validate_offset_and_epoch``, and the retention cleaner.

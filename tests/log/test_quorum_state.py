@@ -1,4 +1,4 @@
-"""The quorum-state file and stores (KRAFT-BEHAVIOUR §1.7)."""
+"""The quorum-state file and stores (docs/protocol.md §1.7, docs/storage.md)."""
 
 from __future__ import annotations
 

@@ -65,7 +65,7 @@ def test_simulated_request_reads_at_the_latest_version() -> None:
 
 
 FORBIDDEN = {"trio", "socket", "threading", "time", "random", "asyncio", "selectors"}
-# The wire layer sits at the bottom of the stack with the record codec (DESIGN §1).
+# The wire layer sits at the bottom of the stack with the record codec.
 FORBIDDEN_KRAFT = ("kraft.log", "kraft.raft", "kraft.runtime", "kraft.simulation")
 
 

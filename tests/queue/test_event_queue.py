@@ -1,4 +1,5 @@
-"""KafkaEventQueue behaviour (KRAFT-BEHAVIOUR §5), each test on both runners where it applies.
+"""KafkaEventQueue behaviour (docs/event-queue.md; Kafka's ``KafkaEventQueueTest``), each test
+on both runners where it applies.
 
 Every behavioural test takes the ``runner`` fixture: once with :class:`KafkaEventQueue` (its
 own thread) and once with :class:`DeterministicEventQueue` (run by the test). Both read a

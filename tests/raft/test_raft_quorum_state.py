@@ -1,4 +1,4 @@
-"""QuorumState: startup rules, legal and illegal transitions, persistence (KRAFT-BEHAVIOUR §1.1,
+"""QuorumState: startup rules, legal and illegal transitions, persistence (docs/protocol.md §1.1,
 §1.7), vote granting per state (§1.2), and the leader's high-watermark and check-quorum rules
 (§1.5, §1.6)."""
 

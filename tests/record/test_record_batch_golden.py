@@ -1,4 +1,4 @@
-"""Golden bytes: a batch written out by hand from the layout in KRAFT-BEHAVIOUR §1.13.
+"""Golden bytes: a batch written out by hand from the layout in docs/storage.md.
 
 Every expected byte below comes from the spec table (header) and the record grammar
 ``Length varint, Attributes int8, TimestampDelta varlong, OffsetDelta varint, KeyLen varint,

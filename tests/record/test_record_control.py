@@ -395,7 +395,7 @@ def test_control_batch_round_trip(messages: list[ControlMessage], base_offset: i
 
 
 def test_snapshot_header_batch_as_kafka_writes_it() -> None:
-    """KRAFT-BEHAVIOUR §1.12: header, kraft.version and voters in the first batch."""
+    """Kafka's ``RecordsSnapshotWriter``: header, kraft.version and voters in the first batch."""
     messages: list[ControlMessage] = [
         SnapshotHeaderRecord(0, 0),
         KRaftVersionRecord(0, 1),

@@ -1,6 +1,6 @@
 """Corrupt batches are detected, and the error names the batch's offset and byte position.
 
-What a reader can and cannot detect (Kafka's v2 format, KRAFT-BEHAVIOUR §1.13):
+What a reader can and cannot detect (Kafka's v2 format, docs/storage.md):
 
 - bytes 8..11 (Length): a changed length makes the batch overrun the buffer, fall below the
   minimum size, or end somewhere else, which changes the CRC-covered range;
