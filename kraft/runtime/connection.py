@@ -227,3 +227,11 @@ class Peer:
         self.connection: OutboundConnection | None = None
         self.failures = 0  # connection attempts failed in a row
         self.backoff_until = float("-inf")  # trio time before which no new attempt is made
+
+
+async def write_until_broken(connection: Connection, stream: trio.abc.Stream) -> None:
+    """Run ``connection``'s writer on ``stream``; a failed write closes the connection."""
+    try:
+        await connection.run_writer(stream)
+    except IO_ERRORS as exc:
+        connection.close(f"write failed: {describe_error(exc)}", failure_level(exc))

@@ -26,12 +26,12 @@ Theory of operation
     ``reconnect.backoff.ms`` / ``reconnect.backoff.max.ms``); the backoff counts from the start
     of the last attempt and resets once a connection is established.
 
-    Inbound, the listener accepts any number of connections. Each request frame becomes an
-    :class:`~kraft.protocol.envelope.InboundRequest` whose correlation id is replaced by a
-    channel-unique one, remembered with the connection and the peer's own id, so that
-    ``respond`` finds where the answer goes and under which id. Forgetting is what bounds this
-    table: ``respond`` forgets its entry, and a closed connection forgets all of its own (a
-    late response to it is dropped).
+    Inbound, the listener (:class:`~kraft.runtime.inbound.InboundServer`) accepts any number
+    of connections. Each request frame becomes an ``InboundRequest`` whose correlation id is
+    replaced by a channel-unique one, remembered with the connection and the peer's own id, so
+    that ``respond`` finds where the answer goes and under which id. Forgetting is what bounds
+    this table: ``respond`` forgets its entry, and a closed connection forgets all of its own
+    (a late response to it is dropped).
 
     Every connection has a writer task that takes all frames queued since its last write and
     sends them in one ``send_all``, and a reader that reads up to 256 KiB at a time into a
@@ -72,7 +72,6 @@ from kraft.config import Endpoint
 from kraft.errors import TransportError
 from kraft.protocol.api import ZERO_UUID
 from kraft.protocol.envelope import (
-    InboundRequest,
     InboundResponse,
     OutboundRequest,
     OutboundResponse,
@@ -92,13 +91,14 @@ from kraft.raft.channel import Clock, RaftMessageQueue
 from kraft.runtime.connection import (
     IO_ERRORS,
     READ_CHUNK_SIZE,
-    Connection,
     InboundConnection,
     OutboundConnection,
     Peer,
     describe_error,
     failure_level,
+    write_until_broken,
 )
+from kraft.runtime.inbound import InboundServer, UnansweredRequests
 from kraft.runtime.tls import TlsConfig
 
 __all__ = ["TrioNetworkChannel"]
@@ -110,8 +110,6 @@ _BACKOFF_JITTER: Final = 0.2
 #: A connection whose peer leaves more than this many bytes unread is closed.
 _MIN_WRITE_BUFFER_LIMIT: Final = 64 * 1024 * 1024
 _LISTEN_BACKLOG: Final = 128
-#: Pause after the listener fails to accept for lack of resources (too many open files).
-_ACCEPT_ERROR_PAUSE_S: Final = 0.1
 
 
 def _error_response(body: Request, error: Errors) -> Response:
@@ -196,8 +194,8 @@ class TrioNetworkChannel:
 
         # Owned by the trio thread (read-only elsewhere, by the introspection properties).
         self._peers = {peer_id: Peer(peer_id, address) for peer_id, address in peers.items()}
-        self._inbound_connections: set[InboundConnection] = set()
-        self._inbound: dict[int, tuple[InboundConnection, int]] = {}
+        self._inbound: UnansweredRequests = {}
+        self._server: InboundServer | None = None
         self._nursery: trio.Nursery | None = None
         self._dispatch_lot: trio.lowlevel.ParkingLot | None = None
         self._closing = False
@@ -205,7 +203,6 @@ class TrioNetworkChannel:
         self._thread: threading.Thread | None = None
         self._listen_socket: socket.socket | None = None
         self._listen_address: Endpoint | None = None
-        self._server_context: ssl.SSLContext | None = None
         self._client_context: ssl.SSLContext | None = None
 
     # ---------------------------------------------------------------------------------------
@@ -222,13 +219,20 @@ class TrioNetworkChannel:
                 state = "closed" if self._closed else "started"
                 raise TransportError(f"channel {self._thread_name} was already {state}")
             self._started = True
+        server_context = None
         if self._tls is not None:
-            self._server_context = self._tls.server_context()
+            server_context = self._tls.server_context()
             self._client_context = self._tls.client_context()
         if self._listen is not None:
             self._listen_socket = _bind(self._listen)
             port = self._listen_socket.getsockname()[1]
             self._listen_address = Endpoint(self._listen.host, port)
+            self._server = InboundServer(
+                address=self._listen_address, queue=self._queue, clock=self._clock,
+                ids=self._ids, unanswered=self._inbound, max_frame_size=self._max_frame_size,
+                write_limit=self._write_limit, handshake_timeout_s=self._request_timeout_s,
+                tls_context=server_context,
+            )
         ready = threading.Event()
         self._thread = threading.Thread(
             target=self._run, args=(ready,), name=self._thread_name, daemon=True
@@ -264,7 +268,7 @@ class TrioNetworkChannel:
     @property
     def inbound_connection_count(self) -> int:
         """Connections peers have open to this node's listener."""
-        return len(self._inbound_connections)
+        return 0 if self._server is None else len(self._server.connections)
 
     @property
     def is_running(self) -> bool:
@@ -413,11 +417,11 @@ class TrioNetworkChannel:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 nursery.start_soon(self._dispatch)
-                if self._listen_socket is not None:
+                if self._server is not None and self._listen_socket is not None:
                     listener = trio.SocketListener(
                         trio.socket.from_stdlib_socket(self._listen_socket)
                     )
-                    nursery.start_soon(self._accept_loop, listener)
+                    nursery.start_soon(self._server.accept_loop, listener, nursery)
                 with self._lock:
                     self._token = trio.lowlevel.current_trio_token()
                 ready.set()
@@ -531,7 +535,7 @@ class TrioNetworkChannel:
                     peer.failures = 0
                     logger.debug("connected %s", connection.label)
                     connection.enable_direct_writes(stream)
-                    nursery.start_soon(self._write_until_broken, connection, stream)
+                    nursery.start_soon(write_until_broken, connection, stream)
                     await self._read_responses(peer, connection, stream)
         except Exception:
             logger.exception("connection %s failed", connection.label)
@@ -552,12 +556,6 @@ class TrioNetworkChannel:
             await trio.aclose_forcefully(tls_stream)
             raise
         return tls_stream
-
-    async def _write_until_broken(self, connection: Connection, stream: trio.abc.Stream) -> None:
-        try:
-            await connection.run_writer(stream)
-        except IO_ERRORS as exc:
-            connection.close(f"write failed: {describe_error(exc)}", failure_level(exc))
 
     async def _read_responses(
         self, peer: Peer, connection: OutboundConnection, stream: trio.abc.Stream
@@ -656,101 +654,7 @@ class TrioNetworkChannel:
             self._peers[update.peer_id] = Peer(update.peer_id, update.address)
 
     # ---------------------------------------------------------------------------------------
-    # Inbound: peers' requests and this node's responses
-
-    async def _accept_loop(self, listener: trio.SocketListener) -> None:
-        async with listener:
-            while True:
-                try:
-                    stream = await listener.accept()
-                except OSError as exc:  # out of file descriptors or memory: wait, retry
-                    logger.error("listener on %s cannot accept: %s", self._listen_address, exc)
-                    await trio.sleep(_ACCEPT_ERROR_PAUSE_S)
-                    continue
-                assert self._nursery is not None
-                self._nursery.start_soon(self._run_inbound, stream)
-
-    async def _run_inbound(self, tcp_stream: trio.SocketStream) -> None:
-        try:
-            host, port = tcp_stream.socket.getpeername()[:2]
-            label = f"from {host}:{port}"
-        except OSError:
-            label = "from an unknown peer"
-        connection = InboundConnection(label, self._write_limit)
-        stream: trio.abc.Stream = tcp_stream
-        self._inbound_connections.add(connection)
-        try:
-            with connection.scope:
-                if self._server_context is not None:
-                    tls_stream = await self._accept_tls(connection, tcp_stream)
-                    if tls_stream is None:
-                        return
-                    stream = tls_stream
-                async with trio.open_nursery() as nursery:
-                    connection.enable_direct_writes(stream)
-                    nursery.start_soon(self._write_until_broken, connection, stream)
-                    await self._read_requests(connection, stream)
-        except Exception:
-            logger.exception("connection %s failed", connection.label)
-        finally:
-            connection.close("ended")
-            await trio.aclose_forcefully(stream)
-            self._inbound_connections.discard(connection)
-            with connection.lock:
-                pending = list(connection.pending)
-                connection.pending.clear()
-            for channel_id in pending:
-                self._inbound.pop(channel_id, None)
-
-    async def _accept_tls(
-        self, connection: InboundConnection, tcp_stream: trio.SocketStream
-    ) -> trio.SSLStream[trio.SocketStream] | None:
-        """The TLS stream once the handshake is done; ``None`` (and the connection closed)
-        when it fails or takes longer than a request may."""
-        assert self._server_context is not None
-        tls_stream = trio.SSLStream(tcp_stream, self._server_context, server_side=True)
-        try:
-            with trio.fail_after(self._request_timeout_s):
-                await tls_stream.do_handshake()
-        except (trio.TooSlowError, *IO_ERRORS) as exc:
-            await trio.aclose_forcefully(tls_stream)
-            connection.close(f"TLS handshake failed: {describe_error(exc)}", logging.WARNING)
-            return None
-        return tls_stream
-
-    async def _read_requests(self, connection: InboundConnection, stream: trio.abc.Stream) -> None:
-        decoder = RequestFrameDecoder(self._max_frame_size)
-        inbound = self._inbound
-        pending = connection.pending
-        queue = self._queue
-        ids = self._ids
-        try:
-            while data := await stream.receive_some(READ_CHUNK_SIZE):
-                decoder.feed(data)
-                received_ms = self._clock.now_ms()
-                for frame in decoder:
-                    header = frame.header
-                    channel_id = next(ids)
-                    with connection.lock:
-                        pending.add(channel_id)
-                    inbound[channel_id] = (connection, header.correlation_id)
-                    queue.add(
-                        InboundRequest(
-                            correlation_id=channel_id,
-                            source=header.source_replica_id,
-                            source_directory_id=header.source_directory_id,
-                            cluster_id=header.cluster_id,
-                            body=frame.body,
-                            received_ms=received_ms,
-                            api_version=header.api_version,
-                        )
-                    )
-            decoder.feed_eof()
-            connection.close("closed by the peer")
-        except FrameError as exc:
-            connection.close(f"bad request: {exc}", logging.ERROR)
-        except IO_ERRORS as exc:
-            connection.close(f"read failed: {describe_error(exc)}", failure_level(exc))
+    # Inbound: this node's responses (peers' requests come in through InboundServer)
 
     def _send_response(self, response: OutboundResponse) -> None:
         entry = self._forget_inbound(response.correlation_id)
