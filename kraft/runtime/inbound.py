@@ -129,8 +129,10 @@ class InboundServer:
             with trio.fail_after(self._handshake_timeout_s):
                 await tls_stream.do_handshake()
         except (trio.TooSlowError, *IO_ERRORS) as exc:
-            await trio.aclose_forcefully(tls_stream)
+            # Logged before the socket closes: the client learns of the refusal only from the
+            # close (trio does not send the TLS alert of a failed handshake).
             connection.close(f"TLS handshake failed: {describe_error(exc)}", logging.WARNING)
+            await trio.aclose_forcefully(tls_stream)
             return None
         return tls_stream
 
