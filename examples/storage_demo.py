@@ -62,8 +62,8 @@ def main() -> int:
     )
     log.initialize_leader_epoch(EPOCH)
     leader_change = LeaderChangeMessage(
-        version=0, leader_id=NODE_ID, voters=[LeaderChangeVoter(NODE_ID)],
-        granting_voters=[LeaderChangeVoter(NODE_ID)],
+        version=0, leader_id=NODE_ID, voters=(LeaderChangeVoter(NODE_ID),),
+        granting_voters=(LeaderChangeVoter(NODE_ID),),
     )
     log.append_as_leader(
         [SimpleRecord(value=encode_control_value(leader_change),

@@ -170,6 +170,10 @@ CHAOS_MS = 60_000
 STABLE_MS = (2_000, 5_000)
 
 
+#: The nemesis's faults that act on links rather than on processes ("lossy" toggles).
+_NETWORK_FAULTS = frozenset({"isolate", "partition", "heal", "slow", "fast", "lossy"})
+
+
 class _Nemesis:
     """Random faults, one per step. Process faults (kill, pause, graceful shutdown) never
     leave more than a minority of the voters down; network faults come on top."""
@@ -202,7 +206,7 @@ class _Nemesis:
 
     def step(self) -> None:
         """Inject one fault, drawn among those that apply now."""
-        cluster, rng = self.cluster, self.rng
+        cluster = self.cluster
         nodes = list(cluster.nodes)
         up = [i for i in nodes if self.may_take_down(i)]
         down = [i for i in nodes if not cluster.node(i).running]
@@ -216,7 +220,16 @@ class _Nemesis:
             choices += ["restart", "restart"]
         if paused:
             choices += ["resume", "resume"]
-        action = rng.choice(choices)
+        action = self.rng.choice(choices)
+        if action in _NETWORK_FAULTS:
+            self._network_fault(action, nodes)
+        else:
+            self._process_fault(action, nodes, up, down, paused)
+
+    def _process_fault(
+        self, action: str, nodes: list[int], up: list[int], down: list[int], paused: list[int]
+    ) -> None:
+        cluster, rng = self.cluster, self.rng
         if action == "kill":
             cluster.kill(rng.choice(up))
         elif action == "pause":
@@ -235,7 +248,12 @@ class _Nemesis:
             cluster.restart(node_id)
         elif action == "resume":
             cluster.resume(rng.choice(paused))
-        elif action == "isolate":
+        else:
+            cluster.resign()
+
+    def _network_fault(self, action: str, nodes: list[int]) -> None:
+        cluster, rng = self.cluster, self.rng
+        if action == "isolate":
             cluster.heal()
             cluster.isolate(rng.choice(nodes))
         elif action == "partition":
@@ -249,18 +267,16 @@ class _Nemesis:
             cluster.set_network(latency_ms=(rng.randint(1, 20), rng.randint(50, 400)))
         elif action == "fast":
             cluster.set_network(latency_ms=LinkConfig().latency_ms)
-        elif action == "lossy":
-            if self.lossy:
-                cluster.set_network(drop=0.0, duplicate=0.0, reorder=0.0)
-            else:
-                cluster.set_network(
-                    drop=round(rng.uniform(0.05, 0.2), 3),
-                    duplicate=round(rng.uniform(0.0, 0.1), 3),
-                    reorder=round(rng.uniform(0.0, 0.2), 3),
-                )
-            self.lossy = not self.lossy
+        elif self.lossy:
+            cluster.set_network(drop=0.0, duplicate=0.0, reorder=0.0)
+            self.lossy = False
         else:
-            cluster.resign()
+            cluster.set_network(
+                drop=round(rng.uniform(0.05, 0.2), 3),
+                duplicate=round(rng.uniform(0.0, 0.1), 3),
+                reorder=round(rng.uniform(0.0, 0.2), 3),
+            )
+            self.lossy = True
 
     def stop(self) -> None:
         """Undo every fault: a clean network, every node running and unpaused."""

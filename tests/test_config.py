@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from kraft.config import ConfigError, Endpoint, QuorumConfig, parse_bootstrap_servers, parse_voters
@@ -40,8 +42,9 @@ def test_defaults_are_kafkas() -> None:
 @pytest.mark.parametrize("field", ["election_timeout_ms", "fetch_timeout_ms",
                                    "request_timeout_ms", "max_batch_size_bytes"])
 def test_non_positive_timers_are_rejected(field: str) -> None:
+    zero: dict[str, Any] = {field: 0}
     with pytest.raises(ConfigError, match=field):
-        QuorumConfig(voters={1: Endpoint("h", 1)}, **{field: 0})
+        QuorumConfig(voters={1: Endpoint("h", 1)}, **zero)
 
 
 def test_a_quorum_needs_voters_or_bootstrap_servers() -> None:

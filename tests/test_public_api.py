@@ -1,4 +1,4 @@
-"""The names ``import kraft`` offers (DESIGN §3): the core eagerly, the runtime lazily."""
+"""The names ``import kraft`` offers: the core eagerly, the runtime lazily."""
 
 from __future__ import annotations
 
@@ -37,4 +37,4 @@ def test_every_name_in_all_resolves() -> None:
 
 def test_an_unknown_name_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="no attribute 'RaftNod'"):
-        _ = kraft.RaftNod  # type: ignore[attr-defined]
+        _ = kraft.RaftNod

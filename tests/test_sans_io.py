@@ -1,4 +1,4 @@
-"""DESIGN §1: the core never imports trio, socket, threading, time, asyncio or the global
+"""The core never imports trio, socket, threading, time, asyncio or the global
 random, so the simulator can run it exactly (same seed, same bytes)."""
 
 from __future__ import annotations

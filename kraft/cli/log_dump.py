@@ -324,59 +324,79 @@ def _starting_offset(path: str) -> int | None:
     return int(stem) if stem.isdigit() else None
 
 
-def _render_text(event: DumpEvent) -> str:
-    if isinstance(event, FileEvent):
-        lines = [f"Dumping {event.path}"]
-        start = _starting_offset(event.path)
-        if start is not None:
-            lines.append(f"Log starting offset: {start}")
-        return "\n".join(lines)
-    if isinstance(event, SnapshotEvent):
-        if event.end_offset is None:
-            text = "Snapshot id: unknown (the file name is not <offset>-<epoch>.checkpoint)"
-        else:
-            text = f"Snapshot end offset: {event.end_offset} epoch: {event.epoch}"
-        if event.last_contained_log_timestamp_ms is not None:
-            text += f" lastContainedLogTimestamp: {event.last_contained_log_timestamp_ms}"
-        text += f" valid: {str(event.valid).lower()}"
-        if event.problem is not None:
-            text += f"\n| snapshot invalid: {event.problem}"
-        return text
-    if isinstance(event, BatchEvent):
-        text = (
-            f"baseOffset: {event.base_offset} lastOffset: {event.last_offset} "
-            f"count: {event.count} partitionLeaderEpoch: {event.epoch} "
-            f"isTransactional: {str(event.is_transactional).lower()} "
-            f"isControl: {str(event.is_control).lower()} position: {event.position} "
-            f"CreateTime: {event.max_timestamp_ms} size: {event.size_in_bytes} "
-            f"magic: {event.magic} compresscodec: {event.compression} crc: {event.crc} "
-            f"isvalid: {str(event.crc_valid).lower()}"
-        )
-        if event.control_types is not None:
-            text += f" controlTypes: [{', '.join(event.control_types)}]"
-        if event.records_error is not None:
-            text += f"\n| records unreadable: {event.records_error}"
-        return text
-    if isinstance(event, RecordEvent):
-        key_size = -1 if event.key is None else len(event.key)
-        value_size = -1 if event.value is None else len(event.value)
-        header_keys = ", ".join(k for k, _ in event.headers)
-        text = (
-            f"| offset: {event.offset} CreateTime: {event.timestamp_ms} keySize: {key_size} "
-            f"valueSize: {value_size} headerKeys: [{header_keys}]"
-        )
-        if event.control_type is not None:
-            text += f" controlType: {event.control_type}"
-        text += f" key: {event.key!r} value: {event.value!r}"
-        if event.control is not None:
-            text += f" control: {event.control!r}"
-        if event.control_error is not None:
-            text += f" control: undecodable ({event.control_error})"
-        return text
+def _render_file(event: FileEvent) -> str:
+    lines = [f"Dumping {event.path}"]
+    start = _starting_offset(event.path)
+    if start is not None:
+        lines.append(f"Log starting offset: {start}")
+    return "\n".join(lines)
+
+
+def _render_snapshot(event: SnapshotEvent) -> str:
+    if event.end_offset is None:
+        text = "Snapshot id: unknown (the file name is not <offset>-<epoch>.checkpoint)"
+    else:
+        text = f"Snapshot end offset: {event.end_offset} epoch: {event.epoch}"
+    if event.last_contained_log_timestamp_ms is not None:
+        text += f" lastContainedLogTimestamp: {event.last_contained_log_timestamp_ms}"
+    text += f" valid: {str(event.valid).lower()}"
+    if event.problem is not None:
+        text += f"\n| snapshot invalid: {event.problem}"
+    return text
+
+
+def _render_batch(event: BatchEvent) -> str:
+    text = (
+        f"baseOffset: {event.base_offset} lastOffset: {event.last_offset} "
+        f"count: {event.count} partitionLeaderEpoch: {event.epoch} "
+        f"isTransactional: {str(event.is_transactional).lower()} "
+        f"isControl: {str(event.is_control).lower()} position: {event.position} "
+        f"CreateTime: {event.max_timestamp_ms} size: {event.size_in_bytes} "
+        f"magic: {event.magic} compresscodec: {event.compression} crc: {event.crc} "
+        f"isvalid: {str(event.crc_valid).lower()}"
+    )
+    if event.control_types is not None:
+        text += f" controlTypes: [{', '.join(event.control_types)}]"
+    if event.records_error is not None:
+        text += f"\n| records unreadable: {event.records_error}"
+    return text
+
+
+def _render_record(event: RecordEvent) -> str:
+    key_size = -1 if event.key is None else len(event.key)
+    value_size = -1 if event.value is None else len(event.value)
+    header_keys = ", ".join(k for k, _ in event.headers)
+    text = (
+        f"| offset: {event.offset} CreateTime: {event.timestamp_ms} keySize: {key_size} "
+        f"valueSize: {value_size} headerKeys: [{header_keys}]"
+    )
+    if event.control_type is not None:
+        text += f" controlType: {event.control_type}"
+    text += f" key: {event.key!r} value: {event.value!r}"
+    if event.control is not None:
+        text += f" control: {event.control!r}"
+    if event.control_error is not None:
+        text += f" control: undecodable ({event.control_error})"
+    return text
+
+
+def _render_tail(event: TailEvent) -> str:
     return (
         f"Found {event.unread_bytes} invalid bytes at the end of {event.path}, from byte "
         f"position {event.position}: {event.message}"
     )
+
+
+def _render_text(event: DumpEvent) -> str:
+    if isinstance(event, FileEvent):
+        return _render_file(event)
+    if isinstance(event, SnapshotEvent):
+        return _render_snapshot(event)
+    if isinstance(event, BatchEvent):
+        return _render_batch(event)
+    if isinstance(event, RecordEvent):
+        return _render_record(event)
+    return _render_tail(event)
 
 
 def _render_json(event: DumpEvent) -> str:

@@ -21,8 +21,8 @@ from kraft.errors import KraftError, TransportError
 from kraft.protocol.errors import Errors, error_name
 from kraft.protocol.messages import DescribeQuorumRequest, DescribeQuorumResponse, ReplicaState
 from kraft.runtime.config import load_node_config
+from kraft.runtime.request_once import request_once
 from kraft.runtime.tls import TlsConfig
-from kraft.runtime.transport import request_once
 
 __all__ = ["describe_quorum", "register"]
 

@@ -208,21 +208,9 @@ class EventQueueCore:
             return EXIT
         until_ns = self._first_deadline()
         if until_ns is not None:
-            context = self._deadlines[until_ns]
-            if until_ns <= now_ns:
-                self._remove(context)
-                if context.insertion is Insertion.DEFERRED:
-                    # A due deferred event runs even while shutting down or interrupted:
-                    # Kafka checks "due" before anything else.
-                    return RunStep(context.event, None)
-                # A deadline is a start-by time: the event never runs.
-                return RunStep(context.event, EventTimeoutError())
-            if self.interrupted:
-                self._remove(context)
-                return RunStep(context.event, EventQueueInterruptedError(_INTERRUPTED))
-            if self.shutting_down:
-                self._remove(context)
-                return RunStep(context.event, RejectedExecutionError(_SHUTTING_DOWN))
+            step = self._deadline_step(self._deadlines[until_ns], due=until_ns <= now_ns)
+            if step is not None:
+                return step
         if self._run_list:
             context = next(iter(self._run_list))
             self._remove(context)
@@ -233,6 +221,24 @@ class EventQueueCore:
             self.exited = True
             return EXIT
         return Wait(until_ns)
+
+    def _deadline_step(self, context: _EventContext, *, due: bool) -> RunStep | None:
+        """What becomes of the event with the earliest deadline, if it is settled now."""
+        if due:
+            self._remove(context)
+            if context.insertion is Insertion.DEFERRED:
+                # A due deferred event runs even while shutting down or interrupted:
+                # Kafka checks "due" before anything else.
+                return RunStep(context.event, None)
+            # A deadline is a start-by time: the event never runs.
+            return RunStep(context.event, EventTimeoutError())
+        if self.interrupted:
+            self._remove(context)
+            return RunStep(context.event, EventQueueInterruptedError(_INTERRUPTED))
+        if self.shutting_down:
+            self._remove(context)
+            return RunStep(context.event, RejectedExecutionError(_SHUTTING_DOWN))
+        return None
 
     def step_done(self) -> None:
         """The event of the last :class:`RunStep` has finished: stop counting it."""

@@ -375,7 +375,9 @@ class RecordBatch:
         """The record values, in offset order (no ``Record`` objects are built)."""
         return self._decode(values_only=True)  # type: ignore[return-value]
 
-    def _decode(self, values_only: bool) -> list[Record] | list[bytes | None]:
+    # One loop with the varints decoded inline, on purpose: this is the hot path of every fetch,
+    # recovery and listener, and a call per field would cost more than the decoding itself.
+    def _decode(self, values_only: bool) -> list[Record] | list[bytes | None]:  # noqa: PLR0912, PLR0915
         """Walk every record, checking its framing; keep whole records or just values."""
         if self.compression:
             raise CorruptRecordError(

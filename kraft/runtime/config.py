@@ -132,15 +132,8 @@ def _table(data: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
     return value
 
 
-def node_config_from_mapping(data: Mapping[str, Any], base_dir: Path) -> NodeConfig:
-    """Build a :class:`NodeConfig` from parsed TOML; relative paths are under ``base_dir``."""
-    _unknown(data, _TOP_KEYS, "top level")
-    for required in ("node_id", "data_dir"):
-        if required not in data:
-            raise ConfigError(f"{required} is required")
-    node_id = _expect(data["node_id"], int, "node_id")
-    data_dir = base_dir / _expect(data["data_dir"], str, "data_dir")
-
+def _quorum_config(data: Mapping[str, Any]) -> QuorumConfig:
+    """``voters``, ``bootstrap_servers`` and the ``[quorum]`` table."""
     quorum_fields: dict[str, Any] = {}
     if "voters" in data:
         quorum_fields["voters"] = parse_voters(_expect(data["voters"], str, "voters"))
@@ -152,7 +145,43 @@ def node_config_from_mapping(data: Mapping[str, Any], base_dir: Path) -> NodeCon
     _unknown(quorum_table, _QUORUM_KEYS, "[quorum]")
     for key, value in quorum_table.items():
         quorum_fields[key] = _expect(value, _QUORUM_TYPES[key], f"quorum.{key}")
-    quorum = QuorumConfig(**quorum_fields)
+    return QuorumConfig(**quorum_fields)
+
+
+def _tls_config(tls_table: Mapping[str, Any], base_dir: Path) -> TlsConfig:
+    _unknown(tls_table, _TLS_KEYS, "[tls]")
+    for required in ("certfile", "keyfile"):
+        if required not in tls_table:
+            raise ConfigError(f"tls.{required} is required when [tls] is present")
+    cafile = tls_table.get("cafile")
+    return TlsConfig(
+        certfile=base_dir / _expect(tls_table["certfile"], str, "tls.certfile"),
+        keyfile=base_dir / _expect(tls_table["keyfile"], str, "tls.keyfile"),
+        cafile=None if cafile is None else base_dir / _expect(cafile, str, "tls.cafile"),
+        verify=_expect(tls_table.get("verify", True), bool, "tls.verify"),
+        check_hostname=_expect(tls_table.get("check_hostname", True), bool,
+                               "tls.check_hostname"),
+    )
+
+
+def _prometheus_endpoint(metrics_table: Mapping[str, Any]) -> Endpoint | None:
+    _unknown(metrics_table, _METRICS_KEYS, "[metrics]")
+    if "prometheus" not in metrics_table:
+        return None
+    return _parse_endpoint(
+        _expect(metrics_table["prometheus"], str, "metrics.prometheus"), "metrics.prometheus"
+    )
+
+
+def node_config_from_mapping(data: Mapping[str, Any], base_dir: Path) -> NodeConfig:
+    """Build a :class:`NodeConfig` from parsed TOML; relative paths are under ``base_dir``."""
+    _unknown(data, _TOP_KEYS, "top level")
+    for required in ("node_id", "data_dir"):
+        if required not in data:
+            raise ConfigError(f"{required} is required")
+    node_id = _expect(data["node_id"], int, "node_id")
+    data_dir = base_dir / _expect(data["data_dir"], str, "data_dir")
+    quorum = _quorum_config(data)
 
     listen = None
     if "listen" in data:
@@ -160,33 +189,10 @@ def node_config_from_mapping(data: Mapping[str, Any], base_dir: Path) -> NodeCon
     cluster_id = data.get("cluster_id")
     if cluster_id is not None:
         _expect(cluster_id, str, "cluster_id")
-
-    tls = None
     tls_table = _table(data, "tls")
-    if tls_table is not None:
-        _unknown(tls_table, _TLS_KEYS, "[tls]")
-        for required in ("certfile", "keyfile"):
-            if required not in tls_table:
-                raise ConfigError(f"tls.{required} is required when [tls] is present")
-        cafile = tls_table.get("cafile")
-        tls = TlsConfig(
-            certfile=base_dir / _expect(tls_table["certfile"], str, "tls.certfile"),
-            keyfile=base_dir / _expect(tls_table["keyfile"], str, "tls.keyfile"),
-            cafile=None if cafile is None else base_dir / _expect(cafile, str, "tls.cafile"),
-            verify=_expect(tls_table.get("verify", True), bool, "tls.verify"),
-            check_hostname=_expect(tls_table.get("check_hostname", True), bool,
-                                   "tls.check_hostname"),
-        )
-
-    prometheus = None
+    tls = None if tls_table is None else _tls_config(tls_table, base_dir)
     metrics_table = _table(data, "metrics")
-    if metrics_table is not None:
-        _unknown(metrics_table, _METRICS_KEYS, "[metrics]")
-        if "prometheus" in metrics_table:
-            prometheus = _parse_endpoint(
-                _expect(metrics_table["prometheus"], str, "metrics.prometheus"),
-                "metrics.prometheus",
-            )
+    prometheus = None if metrics_table is None else _prometheus_endpoint(metrics_table)
 
     extra: dict[str, Any] = {}
     if "max_frame_size" in data:

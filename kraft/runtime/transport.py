@@ -4,13 +4,13 @@ Theory of operation
     One ``trio.run`` in its own daemon thread (``kraft-<id>-net``) owns every connection. The
     driver thread (the Raft core) never waits on it. On the fast path ``send`` and ``respond``
     encode the frame and write it to the socket themselves: when the connection is established
-    plain TCP and nothing is queued before the frame (see ``_Connection``). Otherwise they put
-    the envelope in an outbox under a lock and, when the outbox was empty, wake the trio thread
-    with ``TrioToken.run_sync_soon``; a dispatcher task there takes everything queued at once.
-    What
-    comes in (requests, and responses to this node's requests) is handed to the core's
-    :class:`~kraft.raft.channel.RaftMessageQueue` with ``queue.add`` straight from the trio
-    thread.
+    plain TCP and nothing is queued before the frame (see
+    :class:`~kraft.runtime.connection.Connection`, which holds each connection's state and
+    writer). Otherwise they put the envelope in an outbox under a lock and, when the outbox was
+    empty, wake the trio thread with ``TrioToken.run_sync_soon``; a dispatcher task there takes
+    everything queued at once. What comes in (requests, and responses to this node's requests)
+    is handed to the core's :class:`~kraft.raft.channel.RaftMessageQueue` with ``queue.add``
+    straight from the trio thread.
 
     Outbound, each destination id has at most one connection, opened on the first request to
     it and kept. Requests are pipelined on it, matched to responses by correlation id (the
@@ -26,12 +26,12 @@ Theory of operation
     ``reconnect.backoff.ms`` / ``reconnect.backoff.max.ms``); the backoff counts from the start
     of the last attempt and resets once a connection is established.
 
-    Inbound, the listener accepts any number of connections. Each request frame becomes an
-    :class:`~kraft.protocol.envelope.InboundRequest` whose correlation id is replaced by a
-    channel-unique one, remembered with the connection and the peer's own id, so that
-    ``respond`` finds where the answer goes and under which id. Forgetting is what bounds this
-    table: ``respond`` forgets its entry, and a closed connection forgets all of its own (a
-    late response to it is dropped).
+    Inbound, the listener (:class:`~kraft.runtime.inbound.InboundServer`) accepts any number
+    of connections. Each request frame becomes an ``InboundRequest`` whose correlation id is
+    replaced by a channel-unique one, remembered with the connection and the peer's own id, so
+    that ``respond`` finds where the answer goes and under which id. Forgetting is what bounds
+    this table: ``respond`` forgets its entry, and a closed connection forgets all of its own
+    (a late response to it is dropped).
 
     Every connection has a writer task that takes all frames queued since its last write and
     sends them in one ``send_all``, and a reader that reads up to 256 KiB at a time into a
@@ -45,7 +45,8 @@ Bad input
     handshake, a peer that stops reading while more than ``max(4 x max_frame_size, 64 MiB)``
     waits for it. trio, ``OSError`` and ``ssl`` errors are caught at this boundary: none reaches
     the caller of ``send``/``respond`` or the driver thread. :class:`~kraft.errors.TransportError`
-    is raised only by ``start`` (cannot bind, unreadable TLS files) and :func:`request_once`.
+    is raised only by ``start`` (cannot bind, unreadable TLS files) and
+    :func:`~kraft.runtime.request_once.request_once`.
 
 The cluster id travels in every request header; checking it is the core's job.
 """
@@ -55,7 +56,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
-import os
 import random
 import socket
 import ssl
@@ -63,7 +63,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Final
 
 import trio
@@ -73,7 +73,6 @@ from kraft.common.uuids import ZERO_UUID
 from kraft.config import Endpoint
 from kraft.errors import TransportError
 from kraft.protocol.envelope import (
-    InboundRequest,
     InboundResponse,
     OutboundRequest,
     OutboundResponse,
@@ -90,225 +89,32 @@ from kraft.protocol.frame import (
 )
 from kraft.protocol.messages import RESPONSE_TYPE_FOR, Request, Response
 from kraft.raft.channel import RaftMessageQueue
+from kraft.runtime.connection import (
+    IO_ERRORS,
+    READ_CHUNK_SIZE,
+    InboundConnection,
+    OutboundConnection,
+    Peer,
+    describe_error,
+    failure_level,
+    write_until_broken,
+)
+from kraft.runtime.inbound import InboundServer, UnansweredRequests
 from kraft.runtime.tls import TlsConfig
 
-__all__ = ["TrioNetworkChannel", "request_once"]
+__all__ = ["TrioNetworkChannel"]
 
 logger = logging.getLogger(__name__)
 
-#: Bytes asked for per read: large, so that a burst of frames costs one system call.
-READ_CHUNK_SIZE: Final = 256 * 1024
 #: Kafka's ExponentialBackoff jitter for reconnects.
 _BACKOFF_JITTER: Final = 0.2
 #: A connection whose peer leaves more than this many bytes unread is closed.
 _MIN_WRITE_BUFFER_LIMIT: Final = 64 * 1024 * 1024
 _LISTEN_BACKLOG: Final = 128
-#: Pause after the listener fails to accept for lack of resources (too many open files).
-_ACCEPT_ERROR_PAUSE_S: Final = 0.1
-
-# What one connection's I/O may raise; ssl.SSLError is an OSError, and trio wraps the errors
-# of a stream that broke in BrokenResourceError.
-_IO_ERRORS = (OSError, trio.BrokenResourceError, trio.ClosedResourceError, FrameError)
-
-
-def _describe(exc: BaseException) -> str:
-    """An exception and its cause in one line (trio's BrokenResourceError hides the ssl or
-    socket error that broke the stream in ``__cause__``)."""
-    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    cause = exc.__cause__
-    return f"{text} ({_describe(cause)})" if cause is not None else text
-
-
-def _failure_level(exc: BaseException) -> int:
-    """How loudly to log a broken connection: a TLS failure (a certificate refused by either
-    side) needs an operator; a peer going away does not."""
-    cause = exc.__cause__ if exc.__cause__ is not None else exc
-    tls_failure = isinstance(cause, ssl.SSLError) and not isinstance(
-        cause, ssl.SSLEOFError | ssl.SSLZeroReturnError
-    )
-    return logging.WARNING if tls_failure else logging.INFO
 
 
 def _error_response(body: Request, error: Errors) -> Response:
     return RESPONSE_TYPE_FOR[type(body)](error_code=error)
-
-
-class _Connection:
-    """A stream, its writer and its cancel scope: what inbound and outbound connections share.
-
-    Frames are written with :meth:`write` from the trio thread, or with :meth:`write_direct`
-    from any thread. A plain TCP connection that is established and has nothing queued is
-    written straight to its socket by the caller (``write_direct``): a frame from the driver
-    thread then leaves without waiting for the trio thread, which matters for commit latency
-    (each hop into trio costs tens of microseconds, more while the driver holds the GIL).
-    Whatever cannot go out at once (a TLS stream, frames already queued, a full socket buffer)
-    is queued for :meth:`run_writer`, which sends all of it in one ``send_all``. ``_lock``
-    orders the two writers: the socket is written directly only while the trio writer holds
-    nothing, so frames leave in the order they were written. :meth:`close` cancels the
-    connection's tasks; the task that owns the stream closes it.
-    """
-
-    __slots__ = ("_buffered", "_fd", "_frames", "_token", "_write_limit", "_writer_lot",
-                 "_writing", "closed", "label", "lock", "scope")
-
-    def __init__(self, label: str, write_limit: int) -> None:
-        self.label = label
-        self.scope = trio.CancelScope()
-        self.closed = False
-        #: Guards ``closed``, ``_fd``, the queued frames and the outbound ``in_flight`` table.
-        self.lock = threading.Lock()
-        self._frames: list[bytes | memoryview] = []
-        self._buffered = 0
-        self._writing = False  # the trio writer has taken frames and is sending them
-        self._fd = -1  # the socket's descriptor while it may be written directly
-        self._token: trio.lowlevel.TrioToken | None = None
-        self._write_limit = write_limit
-        self._writer_lot = trio.lowlevel.ParkingLot()
-
-    def enable_direct_writes(self, stream: trio.abc.Stream) -> None:
-        """Let :meth:`write_direct` write to ``stream``'s socket (plain TCP only)."""
-        if isinstance(stream, trio.SocketStream):
-            self._token = trio.lowlevel.current_trio_token()
-            with self.lock:
-                if not self.closed:
-                    self._fd = stream.socket.fileno()
-
-    @property
-    def direct_writable(self) -> bool:
-        """Whether :meth:`write_direct` would write now (a hint, read without the lock: the
-        caller encodes a frame only for a connection that can take it directly)."""
-        return self._fd >= 0 and not self._frames and not self._writing
-
-    def write(self, data: bytes) -> None:
-        """Queue a frame for the writer (trio thread); a peer that has stopped reading is
-        closed."""
-        with self.lock:
-            if self.closed:
-                return
-            self._frames.append(data)
-            self._buffered += len(data)
-            overflow = self._buffered > self._write_limit
-        if overflow:
-            self.close(f"more than {self._write_limit} bytes unread by the peer", logging.ERROR)
-            return
-        if self._writer_lot:
-            self._writer_lot.unpark()
-
-    def write_direct(self, data: bytes, before: Callable[[], object] | None = None) -> bool:
-        """Write a frame to the socket from the calling thread, if the connection allows it
-        now; ``False`` (nothing done) when it does not. ``before`` runs under the lock first
-        (to register a request in flight before its answer can arrive). What the socket does
-        not take at once is left to the trio writer."""
-        with self.lock:
-            if self.closed or self._fd < 0 or self._frames or self._writing:
-                return False
-            if before is not None:
-                before()
-            try:
-                written = os.write(self._fd, data)
-            except BlockingIOError:
-                written = 0
-            except OSError:
-                # Broken: the trio writer meets the same error and closes the connection
-                # (answering what is in flight); no more direct writes until then.
-                self._fd = -1
-                written = 0
-            if written == len(data):
-                return True
-            rest = memoryview(data)[written:]
-            self._frames.append(rest)
-            self._buffered += len(rest)
-            token = self._token
-        if token is not None:
-            with contextlib.suppress(trio.RunFinishedError):
-                token.run_sync_soon(self._wake_writer)
-        return True
-
-    def _wake_writer(self) -> None:
-        if self._writer_lot:
-            self._writer_lot.unpark()
-
-    def close(self, reason: str, level: int = logging.DEBUG) -> None:
-        """End the connection (idempotent, trio thread): its tasks are cancelled."""
-        with self.lock:
-            if self.closed:
-                return
-            self.closed = True
-            self._fd = -1
-        logger.log(level, "closing connection %s: %s", self.label, reason)
-        self.scope.cancel()
-
-    async def run_writer(self, stream: trio.abc.Stream) -> None:
-        """Send whatever is queued, all of it in one ``send_all``, until cancelled."""
-        frames = self._frames
-        lock = self.lock
-        while True:
-            with lock:
-                self._writing = False
-                if frames:
-                    data = frames[0] if len(frames) == 1 else b"".join(frames)
-                    frames.clear()
-                    self._buffered = 0
-                    self._writing = True
-            if not self._writing:
-                await self._writer_lot.park()
-                continue
-            try:
-                await stream.send_all(data)
-            except BaseException:
-                with lock:
-                    self._fd = -1  # a half-written frame: nothing may follow it
-                raise
-
-
-class _OutboundConnection(_Connection):
-    """One connection to a peer, from the first request that needed it to its close.
-
-    ``in_flight`` maps correlation ids to the request and its deadline (``time.monotonic``),
-    in the order sent; with one timeout for all, the first entry is always the next to expire.
-    It is written by the driver thread too (:meth:`TrioNetworkChannel.send`), so it is only
-    touched under ``lock``.
-    """
-
-    __slots__ = ("established", "in_flight", "reaper_lot", "started_at", "timed_out")
-
-    def __init__(self, label: str, write_limit: int, started_at: float) -> None:
-        super().__init__(label, write_limit)
-        self.in_flight: dict[int, tuple[OutboundRequest, float]] = {}
-        self.started_at = started_at
-        self.established = False
-        self.timed_out = False
-        self.reaper_lot = trio.lowlevel.ParkingLot()
-
-    def track_locked(self, request: OutboundRequest, timeout_s: float) -> bool:
-        """Enter ``request`` in flight, its deadline stamped now (the caller holds ``lock``,
-        so deadlines stay in table order); whether the table was empty before."""
-        was_idle = not self.in_flight
-        self.in_flight[request.correlation_id] = (request, time.monotonic() + timeout_s)
-        return was_idle
-
-
-class _InboundConnection(_Connection):
-    """A connection a peer opened; ``pending`` holds the channel ids of its unanswered requests."""
-
-    __slots__ = ("pending",)
-
-    def __init__(self, label: str, write_limit: int) -> None:
-        super().__init__(label, write_limit)
-        self.pending: set[int] = set()
-
-
-class _Peer:
-    """A destination: its address, its connection (if one is open) and its reconnect backoff."""
-
-    __slots__ = ("address", "backoff_until", "connection", "failures", "peer_id")
-
-    def __init__(self, peer_id: int, address: Endpoint) -> None:
-        self.peer_id = peer_id
-        self.address = address
-        self.connection: _OutboundConnection | None = None
-        self.failures = 0  # connection attempts failed in a row
-        self.backoff_until = float("-inf")  # trio time before which no new attempt is made
 
 
 class _UpdatePeer:
@@ -322,6 +128,7 @@ class _UpdatePeer:
 
 
 _OutboxItem = OutboundRequest | OutboundResponse | _UpdatePeer
+
 
 
 class TrioNetworkChannel:
@@ -387,9 +194,9 @@ class TrioNetworkChannel:
         self._ids = itertools.count(1)
 
         # Owned by the trio thread (read-only elsewhere, by the introspection properties).
-        self._peers = {peer_id: _Peer(peer_id, address) for peer_id, address in peers.items()}
-        self._inbound_connections: set[_InboundConnection] = set()
-        self._inbound: dict[int, tuple[_InboundConnection, int]] = {}
+        self._peers = {peer_id: Peer(peer_id, address) for peer_id, address in peers.items()}
+        self._inbound: UnansweredRequests = {}
+        self._server: InboundServer | None = None
         self._nursery: trio.Nursery | None = None
         self._dispatch_lot: trio.lowlevel.ParkingLot | None = None
         self._closing = False
@@ -397,7 +204,6 @@ class TrioNetworkChannel:
         self._thread: threading.Thread | None = None
         self._listen_socket: socket.socket | None = None
         self._listen_address: Endpoint | None = None
-        self._server_context: ssl.SSLContext | None = None
         self._client_context: ssl.SSLContext | None = None
 
     # ---------------------------------------------------------------------------------------
@@ -414,13 +220,20 @@ class TrioNetworkChannel:
                 state = "closed" if self._closed else "started"
                 raise TransportError(f"channel {self._thread_name} was already {state}")
             self._started = True
+        server_context = None
         if self._tls is not None:
-            self._server_context = self._tls.server_context()
+            server_context = self._tls.server_context()
             self._client_context = self._tls.client_context()
         if self._listen is not None:
             self._listen_socket = _bind(self._listen)
             port = self._listen_socket.getsockname()[1]
             self._listen_address = Endpoint(self._listen.host, port)
+            self._server = InboundServer(
+                address=self._listen_address, queue=self._queue, clock=self._clock,
+                ids=self._ids, unanswered=self._inbound, max_frame_size=self._max_frame_size,
+                write_limit=self._write_limit, handshake_timeout_s=self._request_timeout_s,
+                tls_context=server_context,
+            )
         ready = threading.Event()
         self._thread = threading.Thread(
             target=self._run, args=(ready,), name=self._thread_name, daemon=True
@@ -456,7 +269,7 @@ class TrioNetworkChannel:
     @property
     def inbound_connection_count(self) -> int:
         """Connections peers have open to this node's listener."""
-        return len(self._inbound_connections)
+        return 0 if self._server is None else len(self._server.connections)
 
     @property
     def is_running(self) -> bool:
@@ -504,7 +317,7 @@ class TrioNetworkChannel:
             logger.info("network channel %s closed", self._thread_name)
 
     # The fast path: the caller's thread writes to an established plain TCP connection
-    # itself when nothing is queued before it (see _Connection). Everything else, and every
+    # itself when nothing is queued before it (see Connection). Everything else, and every
     # error, takes the outbox to the trio thread, which handles it as before.
 
     def _nothing_queued(self) -> bool:
@@ -558,7 +371,7 @@ class TrioNetworkChannel:
             error_body = type(response.body)(error_code=Errors.UNKNOWN_SERVER_ERROR)
             return encode_response(header, error_body, max_frame_size=self._max_frame_size)
 
-    def _forget_inbound(self, channel_id: int) -> tuple[_InboundConnection, int] | None:
+    def _forget_inbound(self, channel_id: int) -> tuple[InboundConnection, int] | None:
         """Take the connection and peer correlation id of an answered inbound request."""
         entry = self._inbound.pop(channel_id, None)
         if entry is not None:
@@ -605,11 +418,11 @@ class TrioNetworkChannel:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 nursery.start_soon(self._dispatch)
-                if self._listen_socket is not None:
+                if self._server is not None and self._listen_socket is not None:
                     listener = trio.SocketListener(
                         trio.socket.from_stdlib_socket(self._listen_socket)
                     )
-                    nursery.start_soon(self._accept_loop, listener)
+                    nursery.start_soon(self._server.accept_loop, listener, nursery)
                 with self._lock:
                     self._token = trio.lowlevel.current_trio_token()
                 ready.set()
@@ -696,8 +509,8 @@ class TrioNetworkChannel:
             )
         )
 
-    def _open_connection(self, peer: _Peer, now: float) -> _OutboundConnection:
-        connection = _OutboundConnection(
+    def _open_connection(self, peer: Peer, now: float) -> OutboundConnection:
+        connection = OutboundConnection(
             f"to {peer.peer_id} at {peer.address}", self._write_limit, now
         )
         peer.connection = connection
@@ -705,7 +518,7 @@ class TrioNetworkChannel:
         self._nursery.start_soon(self._run_outbound, peer, connection)
         return connection
 
-    async def _run_outbound(self, peer: _Peer, connection: _OutboundConnection) -> None:
+    async def _run_outbound(self, peer: Peer, connection: OutboundConnection) -> None:
         stream: trio.abc.Stream | None = None
         try:
             with connection.scope:
@@ -713,17 +526,17 @@ class TrioNetworkChannel:
                     nursery.start_soon(self._expire_requests, connection)
                     try:
                         stream = await self._connect(peer.address)
-                    except _IO_ERRORS as exc:
+                    except IO_ERRORS as exc:
                         # Warn once per run of failures, and at every refused certificate.
-                        quiet = peer.failures and _failure_level(exc) != logging.WARNING
+                        quiet = peer.failures and failure_level(exc) != logging.WARNING
                         level = logging.DEBUG if quiet else logging.WARNING
-                        connection.close(f"cannot connect: {_describe(exc)}", level)
+                        connection.close(f"cannot connect: {describe_error(exc)}", level)
                         return
                     connection.established = True
                     peer.failures = 0
                     logger.debug("connected %s", connection.label)
                     connection.enable_direct_writes(stream)
-                    nursery.start_soon(self._write_until_broken, connection, stream)
+                    nursery.start_soon(write_until_broken, connection, stream)
                     await self._read_responses(peer, connection, stream)
         except Exception:
             logger.exception("connection %s failed", connection.label)
@@ -745,14 +558,8 @@ class TrioNetworkChannel:
             raise
         return tls_stream
 
-    async def _write_until_broken(self, connection: _Connection, stream: trio.abc.Stream) -> None:
-        try:
-            await connection.run_writer(stream)
-        except _IO_ERRORS as exc:
-            connection.close(f"write failed: {_describe(exc)}", _failure_level(exc))
-
     async def _read_responses(
-        self, peer: _Peer, connection: _OutboundConnection, stream: trio.abc.Stream
+        self, peer: Peer, connection: OutboundConnection, stream: trio.abc.Stream
     ) -> None:
         decoder = ResponseFrameDecoder(self._max_frame_size)
         in_flight = connection.in_flight
@@ -786,10 +593,10 @@ class TrioNetworkChannel:
             connection.close("closed by the peer", logging.INFO)
         except FrameError as exc:
             connection.close(f"bad response: {exc}", logging.ERROR)
-        except _IO_ERRORS as exc:
-            connection.close(f"read failed: {_describe(exc)}", _failure_level(exc))
+        except IO_ERRORS as exc:
+            connection.close(f"read failed: {describe_error(exc)}", failure_level(exc))
 
-    async def _expire_requests(self, connection: _OutboundConnection) -> None:
+    async def _expire_requests(self, connection: OutboundConnection) -> None:
         in_flight = connection.in_flight
         # A request the driver thread sends directly does not wake this task. While nothing is
         # in flight it looks again after one timeout: a request sent meanwhile has a later
@@ -814,7 +621,7 @@ class TrioNetworkChannel:
                 return
             await trio.sleep(remaining)
 
-    def _end_outbound(self, peer: _Peer, connection: _OutboundConnection) -> None:
+    def _end_outbound(self, peer: Peer, connection: OutboundConnection) -> None:
         if peer.connection is connection:
             peer.connection = None
         if not connection.established:
@@ -845,104 +652,10 @@ class TrioNetworkChannel:
         if update.address is None:
             self._peers.pop(update.peer_id, None)
         else:
-            self._peers[update.peer_id] = _Peer(update.peer_id, update.address)
+            self._peers[update.peer_id] = Peer(update.peer_id, update.address)
 
     # ---------------------------------------------------------------------------------------
-    # Inbound: peers' requests and this node's responses
-
-    async def _accept_loop(self, listener: trio.SocketListener) -> None:
-        async with listener:
-            while True:
-                try:
-                    stream = await listener.accept()
-                except OSError as exc:  # out of file descriptors or memory: wait, retry
-                    logger.error("listener on %s cannot accept: %s", self._listen_address, exc)
-                    await trio.sleep(_ACCEPT_ERROR_PAUSE_S)
-                    continue
-                assert self._nursery is not None
-                self._nursery.start_soon(self._run_inbound, stream)
-
-    async def _run_inbound(self, tcp_stream: trio.SocketStream) -> None:
-        try:
-            host, port = tcp_stream.socket.getpeername()[:2]
-            label = f"from {host}:{port}"
-        except OSError:
-            label = "from an unknown peer"
-        connection = _InboundConnection(label, self._write_limit)
-        stream: trio.abc.Stream = tcp_stream
-        self._inbound_connections.add(connection)
-        try:
-            with connection.scope:
-                if self._server_context is not None:
-                    tls_stream = await self._accept_tls(connection, tcp_stream)
-                    if tls_stream is None:
-                        return
-                    stream = tls_stream
-                async with trio.open_nursery() as nursery:
-                    connection.enable_direct_writes(stream)
-                    nursery.start_soon(self._write_until_broken, connection, stream)
-                    await self._read_requests(connection, stream)
-        except Exception:
-            logger.exception("connection %s failed", connection.label)
-        finally:
-            connection.close("ended")
-            await trio.aclose_forcefully(stream)
-            self._inbound_connections.discard(connection)
-            with connection.lock:
-                pending = list(connection.pending)
-                connection.pending.clear()
-            for channel_id in pending:
-                self._inbound.pop(channel_id, None)
-
-    async def _accept_tls(
-        self, connection: _InboundConnection, tcp_stream: trio.SocketStream
-    ) -> trio.SSLStream[trio.SocketStream] | None:
-        """The TLS stream once the handshake is done; ``None`` (and the connection closed)
-        when it fails or takes longer than a request may."""
-        assert self._server_context is not None
-        tls_stream = trio.SSLStream(tcp_stream, self._server_context, server_side=True)
-        try:
-            with trio.fail_after(self._request_timeout_s):
-                await tls_stream.do_handshake()
-        except (trio.TooSlowError, *_IO_ERRORS) as exc:
-            await trio.aclose_forcefully(tls_stream)
-            connection.close(f"TLS handshake failed: {_describe(exc)}", logging.WARNING)
-            return None
-        return tls_stream
-
-    async def _read_requests(self, connection: _InboundConnection, stream: trio.abc.Stream) -> None:
-        decoder = RequestFrameDecoder(self._max_frame_size)
-        inbound = self._inbound
-        pending = connection.pending
-        queue = self._queue
-        ids = self._ids
-        try:
-            while data := await stream.receive_some(READ_CHUNK_SIZE):
-                decoder.feed(data)
-                received_ms = self._clock.now_ms()
-                for frame in decoder:
-                    header = frame.header
-                    channel_id = next(ids)
-                    with connection.lock:
-                        pending.add(channel_id)
-                    inbound[channel_id] = (connection, header.correlation_id)
-                    queue.add(
-                        InboundRequest(
-                            correlation_id=channel_id,
-                            source=header.source_replica_id,
-                            source_directory_id=header.source_directory_id,
-                            cluster_id=header.cluster_id,
-                            body=frame.body,
-                            received_ms=received_ms,
-                            api_version=header.api_version,
-                        )
-                    )
-            decoder.feed_eof()
-            connection.close("closed by the peer")
-        except FrameError as exc:
-            connection.close(f"bad request: {exc}", logging.ERROR)
-        except _IO_ERRORS as exc:
-            connection.close(f"read failed: {_describe(exc)}", _failure_level(exc))
+    # Inbound: this node's responses (peers' requests come in through InboundServer)
 
     def _send_response(self, response: OutboundResponse) -> None:
         entry = self._forget_inbound(response.correlation_id)
@@ -973,98 +686,3 @@ def _bind(address: Endpoint) -> socket.socket:
         sock.close()
         raise TransportError(f"cannot listen on {address}: {exc}") from exc
     return sock
-
-
-# -------------------------------------------------------------------------------------------
-# One request, for command-line tools
-
-
-def request_once(
-    address: Endpoint,
-    body: Request,
-    *,
-    cluster_id: str | None,
-    timeout_s: float,
-    tls: TlsConfig | None = None,
-    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
-) -> Response:
-    """Send ``body`` to the replica at ``address`` as an anonymous replica (source id -1) and
-    return the response body.
-
-    Opens one connection in the calling thread (its own ``trio.run``) and closes it. Raises
-    :class:`TransportError`, naming the address and what failed, when the connection cannot be
-    opened, no answer arrives within ``timeout_s``, or the answer is not a response to
-    ``body``. An error *in* the response (its ``error_code``) is returned, not raised.
-    """
-    context = tls.client_context() if tls is not None else None
-    correlation_id = 1
-    header = RequestHeader.for_body(body, correlation_id, cluster_id=cluster_id)
-    try:
-        data = encode_request(header, body, max_frame_size=max_frame_size)
-    except FrameError as exc:
-        raise TransportError(f"cannot send {type(body).__name__} to {address}: {exc}") from exc
-    name = type(body).__name__
-    try:
-        frame_body = trio.run(
-            _request_once, address, data, correlation_id, context, max_frame_size, timeout_s
-        )
-    except trio.TooSlowError:
-        raise TransportError(f"{address}: no answer to {name} within {timeout_s} s") from None
-    if frame_body.API_KEY != body.API_KEY:
-        raise TransportError(f"{address} answered {name} with a {type(frame_body).__name__}")
-    return frame_body
-
-
-async def _request_once(
-    address: Endpoint,
-    data: bytes,
-    correlation_id: int,
-    context: ssl.SSLContext | None,
-    max_frame_size: int,
-    timeout_s: float,
-) -> Response:
-    with trio.fail_after(timeout_s):
-        try:
-            stream: trio.abc.Stream = await trio.open_tcp_stream(address.host, address.port)
-        except OSError as exc:
-            raise TransportError(f"cannot connect to {address}: {exc}") from exc
-        try:
-            if context is not None:
-                stream = trio.SSLStream(stream, context, server_hostname=address.host)
-                try:
-                    await stream.do_handshake()
-                except _IO_ERRORS as exc:
-                    raise TransportError(
-                        f"TLS handshake with {address} failed: {_describe(exc)}"
-                    ) from exc
-            try:
-                await stream.send_all(data)
-                return await _read_one_response(stream, correlation_id, max_frame_size, address)
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                raise TransportError(
-                    f"connection to {address} failed: {_describe(exc)}"
-                ) from exc
-        finally:
-            await trio.aclose_forcefully(stream)
-
-
-async def _read_one_response(
-    stream: trio.abc.Stream, correlation_id: int, max_frame_size: int, address: Endpoint
-) -> Response:
-    decoder = ResponseFrameDecoder(max_frame_size)
-    try:
-        while data := await stream.receive_some(READ_CHUNK_SIZE):
-            decoder.feed(data)
-            frame = decoder.next_frame()
-            if frame is None:
-                continue
-            if frame.header.correlation_id != correlation_id:
-                raise TransportError(
-                    f"{address} answered correlation id {frame.header.correlation_id}, "
-                    f"expected {correlation_id}"
-                )
-            return frame.body
-        decoder.feed_eof()
-    except FrameError as exc:
-        raise TransportError(f"{address} sent a bad response: {exc}") from exc
-    raise TransportError(f"{address} closed the connection without answering")

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kraft.runtime.processes import LocalQuorum
+from kraft.runtime.processes import Event, LocalQuorum
 
 NODE = Path(__file__).with_name("bench_quorum_node.py")
 TIMEOUT_S = 120.0
@@ -91,9 +91,11 @@ def run_failover(root: Path, rounds: int) -> dict[str, Any]:
             local.nodes[leader].kill()
             local.nodes[leader].wait(TIMEOUT_S)
             new = local.leader(TIMEOUT_S, exclude=[leader])
-            event = local.nodes[new].wait_for(
-                lambda e, new=new: e.get("event") == "leader" and e["leader"] == new,
-                TIMEOUT_S, since=marks[new])
+
+            def elected(e: Event, new: int = new) -> bool:
+                return e.get("event") == "leader" and e["leader"] == new
+
+            event = local.nodes[new].wait_for(elected, TIMEOUT_S, since=marks[new])
             times.append((event["t"] - killed_at) * 1000)
             restart_mark = local.nodes[leader].mark()
             local.nodes[leader].start()

@@ -49,9 +49,11 @@ def single_record_round_trips(count: int) -> list[float]:
     for i in range(count):
         start = time.perf_counter()
         cluster.append([b"y" * 100])
-        assert cluster.run_until(
-            lambda n=i + 1: all(len(r.records) == n for r in cluster.listeners.values()), 5_000
-        )
+
+        def replicated(n: int = i + 1) -> bool:
+            return all(len(r.records) == n for r in cluster.listeners.values())
+
+        assert cluster.run_until(replicated, 5_000)
         samples.append((time.perf_counter() - start) * 1000)
     return samples
 

@@ -1,4 +1,4 @@
-"""BatchAccumulator: the leader's append buffer (KRAFT-BEHAVIOUR §1.10; the prepareAppend /
+"""BatchAccumulator: the leader's append buffer (docs/protocol.md §1.10; the prepareAppend /
 schedulePreparedAppend rules of §2). Each test is named for the rule it checks; a hypothesis
 state machine drives every call against a plain model, decoding each drained batch."""
 
@@ -618,7 +618,7 @@ def test_close_drops_every_undrained_record() -> None:
 
 
 def test_calls_after_close_raise_not_leader() -> None:
-    """DESIGN §3: NotLeaderError when no longer the leader; close is idempotent."""
+    """NotLeaderError when no longer the leader; close is idempotent."""
     acc = make()
     acc.close()
     acc.close()
@@ -755,7 +755,7 @@ def test_concurrent_appends_and_drains_under_a_threading_lock() -> None:
 
 
 def test_the_accumulator_is_sans_io() -> None:
-    """DESIGN §1: the core imports no threading, time, trio, socket or global random."""
+    """The core imports no threading, time, trio, socket or global random."""
     tree = ast.parse(Path(accumulator_module.__file__).read_text())
     imported: set[str] = set()
     for node in ast.walk(tree):

@@ -1,5 +1,5 @@
 """The leader's append API: ``prepare_append`` / ``schedule_prepared_append``, linger, and what
-happens to buffered records when leadership ends (KRAFT-BEHAVIOUR §1.10 and §2).
+happens to buffered records when leadership ends (docs/protocol.md §1.10 and §2).
 
 Mirrors Kafka's ``KafkaRaftClientTest`` testAppendFailedWith*, testAccumulatorClearedAfter*,
 testChannelWokenUpIfLingerTimeoutReached* and testLeaderAppendSingleMemberQuorum.

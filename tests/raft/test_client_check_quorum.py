@@ -1,6 +1,6 @@
 """Check-quorum: a leader that no majority of voters fetches from resigns.
 
-KRAFT-BEHAVIOUR §1.6: the check-quorum timer runs for 1.5 x fetch.timeout.ms; it restarts when,
+docs/protocol.md §1.6: the check-quorum timer runs for 1.5 x fetch.timeout.ms; it restarts when,
 within the interval, a majority of the voters has fetched (the leader counts implicitly). On
 expiry the leader resigns, naming the other voters by fetch offset, descending, as its
 preferred successors. It never expires for a single voter. §1.3: only fetches that pass the

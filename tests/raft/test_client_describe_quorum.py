@@ -1,4 +1,4 @@
-"""DescribeQuorum (KRAFT-BEHAVIOUR §1.3 DescribeQuorum row, KIP-836, KIP-853).
+"""DescribeQuorum (docs/protocol.md §1.3 DescribeQuorum row, KIP-836, KIP-853).
 
 A replica that is not the leader answers NOT_LEADER_OR_FOLLOWER. The leader answers with its
 high watermark (-1 while unknown), every voter and every observer seen in the last five

@@ -1,5 +1,6 @@
 """Log divergence: the leader's DivergingEpoch answer and the follower's truncation
-(KRAFT-BEHAVIOUR §1.4, §1.11 ``validateOffsetAndEpoch`` / ``truncateToEndOffset``).
+(docs/protocol.md §1.4; Kafka's ``ReplicatedLog.validateOffsetAndEpoch`` /
+``truncateToEndOffset``).
 
 A fetcher tells the leader where its log ends (fetch_offset) and the epoch of its last record
 (last_fetched_epoch). If the leader's log does not hold that epoch up to that offset, it

@@ -1,5 +1,5 @@
 """KafkaRaftClient elections: startup, the state machine as the client drives it, and timers
-(KRAFT-BEHAVIOUR §1.1, §1.3 Vote, §1.6).
+(docs/protocol.md §1.1, §1.3 Vote, §1.6).
 
 - Startup (``initialize``): the five rules, tried in order; never Leader; a single voter
   elects itself at once.

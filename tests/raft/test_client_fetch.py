@@ -1,4 +1,4 @@
-"""The Fetch path, both ends (KRAFT-BEHAVIOUR §1.4).
+"""The Fetch path, both ends (docs/protocol.md §1.4).
 
 Leader side: validation, the immediate answers (records, ``max_wait_ms`` 0, errors, KIP-1166),
 the long poll in the fetch purgatory and the three ways a parked fetch ends (the leader

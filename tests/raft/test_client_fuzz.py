@@ -1,6 +1,6 @@
 """One ``KafkaRaftClient`` in every state, fed arbitrary messages (hypothesis, stateful).
 
-The client starts in one of the replica states of KRAFT-BEHAVIOUR §1.1 (Unattached, Voted,
+The client starts in one of the replica states of docs/protocol.md §1.1 (Unattached, Voted,
 Prospective, Candidate, Candidate backing off, Leader, Follower, Resigned, an observer
 Unattached or Follower, an anonymous observer) and is then driven by an arbitrary interleaving
 of:

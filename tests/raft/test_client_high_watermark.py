@@ -1,4 +1,4 @@
-"""The high watermark, on the leader and on followers (KRAFT-BEHAVIOUR §1.5), and the
+"""The high watermark, on the leader and on followers (docs/protocol.md §1.5), and the
 LeaderChange control record that starts every leader epoch (§1.9) and lets it advance.
 
 Leader: the HW is the end offset held by a majority of voters (index ``voters // 2`` of their

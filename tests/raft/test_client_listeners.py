@@ -1,4 +1,4 @@
-"""The listener registry and what listeners are told (KRAFT-BEHAVIOUR §2, ``handleCommit`` and
+"""The listener registry and what listeners are told (docs/protocol.md §2, ``handleCommit`` and
 ``handleLeaderChange``, ``register``/``unregister``).
 
 Followers get their committed data from Fetch responses; leaders commit when the other voters

@@ -1,4 +1,4 @@
-"""Observers and bootstrap servers (KRAFT-BEHAVIOUR §1.8, §1.3 Fetch row, §1.4 "Fetches go to the
+"""Observers and bootstrap servers (docs/protocol.md §1.8, §1.3 Fetch row, §1.4 "Fetches go to the
 leader; if that connection is backing off or timed out, to a random ready bootstrap server").
 
 An observer is a replica outside the voter set: it never becomes Prospective, Candidate or

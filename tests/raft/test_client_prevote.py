@@ -1,5 +1,5 @@
-"""KIP-996 pre-vote from the asking side: the Prospective state (KRAFT-BEHAVIOUR §1.1, §1.3,
-§1.6).
+"""KIP-996 pre-vote from the asking side: the Prospective state (docs/protocol.md §1.1,
+§1.3, §1.6).
 
 A voter whose election timer (or fetch timer) runs out becomes Prospective in the same epoch,
 without persisting anything, and asks the other voters for pre-votes carrying its current

@@ -1,6 +1,6 @@
 """BeginQuorumEpoch and EndQuorumEpoch, both sides.
 
-KRAFT-BEHAVIOUR §1.3 (the two rows, voter-only validation, the common response handling),
+docs/protocol.md §1.3 (the two rows, voter-only validation, the common response handling),
 §1.6 (BeginQuorumEpoch heartbeats every fetch.timeout.ms / 2 to all other voters; a follower
 told of its leader's resignation sets its fetch timer by its position among the preferred
 candidates: 0 first, election.backoff.max.ms when absent, else

@@ -1,10 +1,11 @@
 """Resignation and graceful shutdown of ``KafkaRaftClient``.
 
-KRAFT-BEHAVIOUR §2 (``resign(epoch)`` argument rules, ``shutdown(timeout_ms)``), §1.6 (a
+docs/protocol.md §2 (``resign(epoch)`` argument rules, ``shutdown(timeout_ms)``), §1.6 (a
 Resigned replica sends EndQuorumEpoch until acknowledged and becomes Unattached in the next
 epoch after its election timeout, unless shutting down), §1.7 (Resigned is never persisted; a
 restarted leader comes back Resigned) and §1.1 (the Resigned row). kraft differs from Kafka in
-one documented way here: listeners get ``begin_shutdown()`` (DESIGN §3).
+one documented way here: listeners get ``begin_shutdown()`` (docs/protocol.md, "Where kraft differs
+from Kafka").
 
 The scenarios mirror Kafka's ``KafkaRaftClientTest`` (testResignInOlderEpochIgnored,
 testElectionTimeoutAfterUserInitiatedResign, testEndQuorumEpochRetriesWhileResigned,
@@ -791,7 +792,7 @@ def test_prospective_keeps_asking_for_pre_votes_while_shutting_down() -> None:
 
 
 def test_listeners_get_begin_shutdown_once_on_the_next_poll() -> None:
-    """kraft difference (DESIGN §3): every listener gets begin_shutdown(), on the poll after
+    """kraft difference (docs/protocol.md): every listener gets begin_shutdown(), on the poll after
     shutdown(), exactly once."""
     context, _, _ = leader_context(voters=(1, 2))
     first, second = CountingListener(), CountingListener()

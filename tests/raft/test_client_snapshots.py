@@ -1,4 +1,4 @@
-"""Snapshots in the Raft client (KIP-630; KRAFT-BEHAVIOUR §1.4, §1.11, §1.12, §2).
+"""Snapshots in the Raft client (KIP-630; docs/snapshots.md, docs/protocol.md §1.4, §2).
 
 Leader side: a Fetch at offset 0 while a (non-bootstrap) snapshot exists, or one the log can no
 longer serve (below the log start, at it in another epoch, in an epoch older than the earliest

@@ -1,4 +1,4 @@
-"""Validation common to every RPC, and the common handling of responses (KRAFT-BEHAVIOUR §1.3).
+"""Validation common to every RPC, and the common handling of responses (docs/protocol.md §1.3).
 
 Requests: a cluster id that is not ours gets a top-level INCONSISTENT_CLUSTER_ID whatever the
 request, and nothing changes; a missing (None) cluster id is accepted, an empty one is not. A

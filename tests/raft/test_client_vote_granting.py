@@ -1,4 +1,4 @@
-"""KafkaRaftClient answering Vote requests (KRAFT-BEHAVIOUR §1.2).
+"""KafkaRaftClient answering Vote requests (docs/protocol.md §1.2).
 
 The validation order (cluster id, topic-partition, offsets and epochs, fencing, the epoch bump,
 the voter key), then the grant table for standard votes and pre-votes in every local state, and

@@ -1,4 +1,4 @@
-"""End to end on ``LocalCluster``: real clients wired in memory (KRAFT-BEHAVIOUR §1, §3).
+"""End to end on ``LocalCluster``: real clients wired in memory (docs/protocol.md).
 
 Kafka's ``RaftEventSimulationTest`` scenarios on a small scale: electing the first leader with
 1, 3 and 5 voters; a leader cut off and replaced (check-quorum, stepping down on a higher

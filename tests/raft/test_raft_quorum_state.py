@@ -1,4 +1,4 @@
-"""QuorumState: startup rules, legal and illegal transitions, persistence (KRAFT-BEHAVIOUR §1.1,
+"""QuorumState: startup rules, legal and illegal transitions, persistence (docs/protocol.md §1.1,
 §1.7), vote granting per state (§1.2), and the leader's high-watermark and check-quorum rules
 (§1.5, §1.6)."""
 
@@ -135,7 +135,8 @@ def test_prospective_is_never_persisted_candidate_bumps_epoch_and_votes_for_itse
     q, store = quorum(stored=ElectionState(3))
     store.writes.clear()  # initialize wrote the restored state back
     q.transition_to_prospective(0)
-    assert isinstance(q.state, ProspectiveState)
+    prospective = q.state  # a local: mypy would keep q.state narrowed past the next transition
+    assert isinstance(prospective, ProspectiveState)
     assert q.epoch == 3
     assert store.writes == []
     q.transition_to_candidate(0)

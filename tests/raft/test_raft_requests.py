@@ -1,5 +1,5 @@
 """RequestManager: one request in flight per destination, stale responses dropped, retry
-backoff, timeouts (KRAFT-BEHAVIOUR §1.3)."""
+backoff, timeouts (docs/protocol.md §1.3)."""
 
 from __future__ import annotations
 

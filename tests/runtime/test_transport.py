@@ -46,8 +46,9 @@ from kraft.protocol.messages import (
 )
 from kraft.raft.channel import InboundMessage
 from kraft.runtime.queue import BlockingMessageQueue
+from kraft.runtime.request_once import request_once
 from kraft.runtime.tls import TlsConfig
-from kraft.runtime.transport import TrioNetworkChannel, request_once
+from kraft.runtime.transport import TrioNetworkChannel
 from kraft.testing import ManualClock
 
 CLUSTER_ID = "test-cluster"
