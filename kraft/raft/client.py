@@ -1394,10 +1394,16 @@ class KafkaRaftClient(Generic[T]):
             )
         state = self.quorum.state
         if not isinstance(state, LeaderState):
+            leader = self.quorum.leader_id
             return DescribeQuorumResponse(
                 partition_error_code=Errors.NOT_LEADER_OR_FOLLOWER,
                 leader_id=self._wire_leader_id(),
                 leader_epoch=self.quorum.epoch,
+                # kraft: the leader's listeners, so that `kraft quorum describe` asking a
+                # follower can follow the hint (Kafka's admin client finds the leader otherwise).
+                nodes=() if leader is None else (DescribeQuorumNode(
+                    leader, tuple(Endpoint(*e) for e in self.quorum.leader_endpoints(leader))
+                ),),
             )
         wall = self.clock.wall_ms()
 
