@@ -43,8 +43,9 @@ def test_defaults_are_kafkas() -> None:
 @pytest.mark.parametrize("field", ["election_timeout_ms", "fetch_timeout_ms",
                                    "request_timeout_ms", "max_batch_size_bytes"])
 def test_non_positive_timers_are_rejected(field: str) -> None:
+    zero: dict[str, Any] = {field: 0}
     with pytest.raises(ConfigError, match=field):
-        QuorumConfig(voters={1: Endpoint("h", 1)}, **{field: 0})
+        QuorumConfig(voters={1: Endpoint("h", 1)}, **zero)
 
 
 def test_a_quorum_needs_voters_or_bootstrap_servers() -> None:

@@ -9,13 +9,15 @@ Theory of operation
     (``kraft-<id>-io``), :class:`~kraft.metrics.RaftMetrics`, and optionally a Prometheus
     exporter.
 
-    :meth:`RaftNode.start` opens them in dependency order and, if any step fails, closes what
-    it opened before raising. :meth:`RaftNode.close` stops them in Kafka's order: the driver
-    (a graceful shutdown: a leader resigns and tells the voters with EndQuorumEpoch, then the
-    client is closed and the log flushed), the transport, the log (which releases the
-    directory lock), the exporter.
+    :meth:`RaftNode.start` opens them in dependency order (the exporter first, so that a
+    missing ``metrics`` extra stops the node before it joins the quorum) and, if any step
+    fails, closes what it opened before raising. :meth:`RaftNode.close` stops them in Kafka's
+    order: the driver (a graceful shutdown: a leader resigns and tells the voters with
+    EndQuorumEpoch, then the client is closed and the log flushed), the transport, the log
+    (which releases the directory lock), the exporter.
 
-    Threads: the caller's threads may use :attr:`RaftNode.client`'s public methods
+    Threads: the caller's threads may use :meth:`RaftNode.register` (before or after
+    :meth:`RaftNode.start`) and :attr:`RaftNode.client`'s public methods
     (``prepare_append``, ``schedule_prepared_append``, ``register``, ``resign``,
     ``leader_and_epoch``...). The client's accumulator is guarded by a lock for appends from
     any thread. Listener callbacks run on the driver thread.
@@ -45,6 +47,7 @@ from kraft.log.quorum_state import FileQuorumStateStore
 from kraft.metrics import RaftMetrics, start_prometheus_server
 from kraft.protocol.frame import DEFAULT_MAX_FRAME_SIZE
 from kraft.raft.client import KafkaRaftClient, bootstrap_server_id
+from kraft.raft.listeners import Listener
 from kraft.record.serde import RecordSerde
 from kraft.runtime.clock import SystemClock
 from kraft.runtime.config import NodeConfig
@@ -100,6 +103,8 @@ class RaftNode(Generic[T]):
         self._started = False
         self._closed = False
         self._client: KafkaRaftClient[T] | None = None
+        #: Listeners registered before :meth:`start`, handed to the client when it is built.
+        self._early_listeners: list[Listener[T]] = []
         self._log: FileLog | None = None
         self._channel: TrioNetworkChannel | None = None
         self._driver: RaftClientDriver | None = None
@@ -147,6 +152,12 @@ class RaftNode(Generic[T]):
         meta = read_meta_properties(self.data_dir)
         meta.verify(cluster_id=self._cluster_id, node_id=self.node_id)
         self._cluster_id = meta.cluster_id
+        # The exporter first: a missing metrics extra or a busy port stops the node before it
+        # joins the quorum (and, a voter, perhaps wins an election it would then abandon).
+        if self._prometheus is not None:
+            self._stop_exporter = start_prometheus_server(
+                self.metrics, self._prometheus.host, self._prometheus.port, node_id=self.node_id
+            )
         directory_id = (
             uuid.UUID(bytes=uuid_to_bytes(meta.directory_id)) if meta.directory_id else None
         )
@@ -177,7 +188,11 @@ class RaftNode(Generic[T]):
             local_directory_id=directory_id, cluster_id=self._cluster_id,
             append_lock=threading.Lock(), metrics=self.metrics,
         )
-        self._client = client
+        with self._lock:
+            self._client = client
+            early, self._early_listeners = self._early_listeners, []
+        for listener in early:
+            client.register(listener)   # taken in by the driver's first poll
         client.initialize()
         self.metrics.bind(client)
         channel.start()
@@ -187,10 +202,6 @@ class RaftNode(Generic[T]):
             shutdown_timeout_ms=self._shutdown_timeout_ms,
         )
         self._driver.start()
-        if self._prometheus is not None:
-            self._stop_exporter = start_prometheus_server(
-                self.metrics, self._prometheus.host, self._prometheus.port, node_id=self.node_id
-            )
 
     def _on_fatal_fault(self, exc: BaseException) -> None:
         self.failure = exc
@@ -249,6 +260,17 @@ class RaftNode(Generic[T]):
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+    def register(self, listener: Listener[T]) -> None:
+        """Register ``listener`` (your state machine) with the client: at :meth:`start` when
+        called before it, so that it sees every commit and leader change from the first poll
+        on; at once otherwise. Its callbacks run on the driver thread."""
+        with self._lock:
+            client = self._client
+            if client is None:
+                self._early_listeners.append(listener)
+                return
+        client.register(listener)
 
     # -- what users read ------------------------------------------------------------------------
     @property
