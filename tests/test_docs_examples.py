@@ -36,3 +36,17 @@ def test_guide_example_runs(guide: str, index: int, tmp_path: Path) -> None:
         cwd=tmp_path, check=False,
     )
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_the_embedding_guide_shows_a_three_voter_quorum_and_the_order_of_calls() -> None:
+    """docs/operations.md#embedding-a-node (its blocks run in tests/runtime/test_runtime_examples
+    .py) embeds three voters, registers each listener before starting its node, and sets
+    shutdown_timeout_ms."""
+    guide = (DOCS / "operations.md").read_text()
+    section = guide[guide.index("## Embedding a node"):]
+    (quorum,) = [block for block in re.findall(r"```python\n(.*?)```", section, re.S)
+                 if "kraft.RaftNode(" in block and "free_ports(3)" in block]
+    assert quorum.index("node.register(") < quorum.index("node.start()") < quorum.index(
+        "node.close()")
+    assert "shutdown_timeout_ms=" in quorum
+    assert "`shutdown_timeout_ms`" in section
