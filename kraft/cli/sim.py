@@ -89,8 +89,10 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         description="Run scenario NAME with seed N into the run directory DIR (events.jsonl "
                     "and run.json). Exit code 1 if an invariant or an expectation failed.",
     )
-    run.add_argument("--scenario", required=True, metavar="NAME")
-    run.add_argument("--seed", required=True, metavar="N")
+    run.add_argument("--scenario", required=True, metavar="NAME",
+                     help="the scenario to run (`kraft sim list` names them)")
+    run.add_argument("--seed", required=True, metavar="N",
+                     help="the seed: the same seed replays the same run, event for event")
     run.add_argument("--out", metavar="DIR", type=Path,
                      help=f"the run directory (default: {DEFAULT_OUT}/NAME/seed-N)")
     run.add_argument("--suppress", metavar="I,J,...", default="",
@@ -131,7 +133,8 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
                     "suppressed faults and message events) and compare: print `identical`, "
                     "or the first line where the event logs differ (exit code 1).",
     )
-    replay.add_argument("run_dir", metavar="RUN_DIR", type=Path)
+    replay.add_argument("run_dir", metavar="RUN_DIR", type=Path,
+                        help="a run directory (with run.json) written by run, sweep or shrink")
     scenarios_option(replay)
     replay.set_defaults(handler=_exit_2_on_bad_input(_replay))
 
@@ -141,7 +144,8 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
                     "subsets of them suppressed, keeping a subset while the run still fails "
                     "in one of the ways it did. Writes the smallest failing run to DIR.",
     )
-    shrink_parser.add_argument("run_dir", metavar="RUN_DIR", type=Path)
+    shrink_parser.add_argument("run_dir", metavar="RUN_DIR", type=Path,
+                               help="the run directory of a failed run")
     shrink_parser.add_argument("--out", metavar="DIR", type=Path,
                                help="the shrunk run directory (default: RUN_DIR-shrunk)")
     shrink_parser.add_argument("--max-runs", default=str(DEFAULT_MAX_RUNS), metavar="N",
