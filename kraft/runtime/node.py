@@ -39,7 +39,7 @@ from types import TracebackType
 from typing import Generic, TypeVar
 
 from kraft.config import Endpoint, QuorumConfig
-from kraft.errors import FatalFaultError, IllegalStateError
+from kraft.errors import FatalFaultError, IllegalStateError, LogDirectoryError
 from kraft.log.base import SnapshotRetention
 from kraft.log.file import DEFAULT_SEGMENT_BYTES, FileLog
 from kraft.log.meta_properties import CLUSTER_METADATA_DIR, read_meta_properties, uuid_to_bytes
@@ -162,10 +162,18 @@ class RaftNode(Generic[T]):
             uuid.UUID(bytes=uuid_to_bytes(meta.directory_id)) if meta.directory_id else None
         )
         clock = SystemClock()
-        self._log = FileLog.open(
-            self.data_dir / CLUSTER_METADATA_DIR, segment_bytes=self._segment_bytes,
-            retention=self._retention,
-        )
+        try:
+            self._log = FileLog.open(
+                self.data_dir / CLUSTER_METADATA_DIR, segment_bytes=self._segment_bytes,
+                retention=self._retention,
+            )
+        except LogDirectoryError as exc:
+            if isinstance(exc.__cause__, BlockingIOError):  # the directory lock is taken
+                raise LogDirectoryError(
+                    f"node {self.node_id} is running already (another process has its data "
+                    f"directory {self.data_dir}): {exc}"
+                ) from exc
+            raise
         queue = BlockingMessageQueue()
         peers: dict[int, Endpoint] = {
             voter: address for voter, address in self.config.voters.items()

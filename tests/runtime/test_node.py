@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from kraft.config import Endpoint, QuorumConfig
+from kraft.errors import LogDirectoryError
+from kraft.log.file import FileLog
 from kraft.log.meta_properties import CLUSTER_METADATA_DIR, format_storage, random_uuid
 from kraft.log.quorum_state import QUORUM_STATE_FILE
 from kraft.metrics import MetricsExtraMissingError
@@ -92,3 +94,12 @@ def test_metrics_without_the_extra_stop_the_node_before_it_joins_the_quorum(
     # Neither the quorum state nor the log was ever opened: no vote, no election, no lock.
     assert not (data_dir / QUORUM_STATE_FILE).exists()
     assert sorted(p.name for p in (data_dir / CLUSTER_METADATA_DIR).iterdir()) == []
+
+
+def test_a_second_node_on_the_same_data_directory_is_named_as_such(data_dir: Path) -> None:
+    """The same configuration started twice: the second finds the log directory locked."""
+    with FileLog.open(data_dir / CLUSTER_METADATA_DIR):   # the first process's log
+        node = _lone_voter(data_dir)
+        with pytest.raises(LogDirectoryError, match="node 1 is running already"):
+            node.start()
+        assert not node.is_running
