@@ -61,8 +61,10 @@ def test_an_installed_wheel_lists_and_runs_the_scenarios_outside_the_checkout(
             shutil.copy2(ROOT / name, source / name)
     env = {key: value for key, value in os.environ.items()
            if key not in ("PYTHONPATH", "KRAFT_SCENARIOS", "VIRTUAL_ENV")}
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--wheel-dir",
-          str(tmp_path / "dist"), str(source)], tmp_path, env)
+    built = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--verbose", "--wheel-dir",
+                  str(tmp_path / "dist"), str(source)], tmp_path, env)
+    # setuptools warns of a deprecated `project.license` table (a dated deprecation).
+    assert "project.license" not in built.stdout + built.stderr
     (wheel,) = (tmp_path / "dist").glob("kraft-*.whl")
 
     venv = tmp_path / "venv"
