@@ -132,8 +132,9 @@ def _check_types(voters: object, bootstrap_servers: object) -> None:
 class QuorumConfig:
     """The quorum's static voter set and timers, with the defaults of Kafka's ``QuorumConfig``.
 
-    Every value is checked here: a wrong type or range is a :class:`ConfigError` naming the
-    field, never a ``TypeError`` later.
+    Checked when built: the voters and bootstrap servers for their types (a voters string is a
+    :class:`ConfigError` pointing at :func:`parse_voters`, not a ``TypeError`` later) and every
+    timer and size for its range.
     """
 
     #: Static voter set (kraft.version 0): id -> endpoint.

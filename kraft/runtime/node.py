@@ -153,7 +153,7 @@ class RaftNode(Generic[T]):
         meta.verify(cluster_id=self._cluster_id, node_id=self.node_id)
         self._cluster_id = meta.cluster_id
         # The exporter first: a missing metrics extra or a busy port stops the node before it
-        # joins the quorum (and, a voter, perhaps wins an election it would then abandon).
+        # opens its log, so that a voter never wins an election it would then walk away from.
         if self._prometheus is not None:
             self._stop_exporter = start_prometheus_server(
                 self.metrics, self._prometheus.host, self._prometheus.port, node_id=self.node_id
