@@ -303,8 +303,8 @@ def write_report(data: ReportData, out_dir: Path) -> Path:
         "What each scenario's runs were given, to read the numbers below by: the cluster "
         "shape, the links every run started with (latency, and loss rates when not 0), what "
         "the `network` faults set them to (the range over the runs), and how many faults of "
-        "each kind were injected over all the runs; the repairs (heal, restart, resume) end "
-        "faults and are counted apart.\n",
+        "each kind were injected over all the runs; the repairs (heal, resume) end faults "
+        "and are counted apart.\n",
         markdown_table(parameter_rows(data.scenario_parameters), _PARAMETER_COLUMNS) + "\n",
         "## Summary by scenario\n",
         markdown_table(data.by_scenario, SUMMARY_COLUMNS) + "\n",
@@ -335,7 +335,7 @@ def write_report(data: ReportData, out_dir: Path) -> Path:
         "## Recovery by fault kind\n",
         "From each injected fault to the next batch committed on a leader. A fault after "
         "which the run committed nothing more (its workload stopped) counts as injected, not "
-        "recovered. The repairs (heal, restart, resume) are not faults and are not listed.\n",
+        "recovered. The repairs (heal, resume) are not faults and are not listed.\n",
         plot("recovery_by_fault", "recovery time by fault kind"),
         markdown_table(data.recovery_by_fault, _FAULT_COLUMNS) + "\n",
         "## Unavailability\n",

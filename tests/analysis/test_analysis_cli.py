@@ -88,10 +88,7 @@ def test_analyze_writes_the_report(spark: Any, tmp_path: Path,
     assert lossy["faults injected"].startswith("network ")
     failure = _row(scenarios, "leader_failure")
     assert failure["network faults set"] == "none"
-    assert failure["repairs"].startswith("restart ")
-    assert "restart" not in failure["faults injected"]
-    recovery = _section(report, "## Recovery by fault kind")
-    assert "| restart |" not in recovery and "| heal |" not in recovery
+    assert "restart 2" in failure["faults injected"] and failure["repairs"] == "none"
     for table in TABLES:
         assert any((out / "tables" / table).glob("*.parquet")), table
     runs = spark.read.parquet(str(out / "tables" / "runs"))
