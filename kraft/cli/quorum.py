@@ -43,8 +43,8 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
                     "every voter's and observer's progress.",
     )
     describe.add_argument("--bootstrap", "-b", required=True,
-                          help="host:port[,host:port...] of nodes to ask (give every voter's "
-                               "address to be sure to reach the leader)")
+                          help="host:port[,host:port...] of nodes to ask, in turn (a node "
+                               "that is not the leader names it, and it is asked next)")
     what = describe.add_mutually_exclusive_group(required=True)
     what.add_argument("--status", action="store_true", help="the quorum's summary")
     what.add_argument("--replication", action="store_true", help="a row per replica")
