@@ -59,8 +59,9 @@ def main() -> None:
         # One voter: it elects itself. Port 0: the OS picks one (nobody dials a lone voter).
         config = QuorumConfig(voters={1: Endpoint("127.0.0.1", 0)}, append_linger_ms=0)
         counter = Counter()
-        with RaftNode(node_id=1, data_dir=data_dir, config=config, serde=MsgspecSerde(int)) as node:
-            node.client.register(counter)
+        node = RaftNode(node_id=1, data_dir=data_dir, config=config, serde=MsgspecSerde(int))
+        node.register(counter)  # before start: the counter sees every commit from the first on
+        with node:  # start() ... close()
             with counter.changed:  # leading, with every earlier commit applied
                 if not counter.changed.wait_for(lambda: counter.leader.is_leader(1), TIMEOUT_S):
                     raise TimeoutError("node 1 did not become leader")

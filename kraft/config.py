@@ -1,12 +1,13 @@
 """Quorum configuration: Kafka's ``controller.quorum.*`` settings as one frozen value.
 
 ``QuorumConfig`` carries what every replica of a quorum must agree on (the static voter set)
-and the timers of KRAFT-BEHAVIOUR §1.6, with Kafka's defaults. ``parse_voters`` reads Kafka's
+and its timers, with the defaults of Kafka's ``QuorumConfig``. ``parse_voters`` reads Kafka's
 ``controller.quorum.voters`` syntax, ``"1@host:9091,2@host:9092"``.
 """
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -31,19 +32,45 @@ class Endpoint:
         return f"{host}:{self.port}"
 
 
+#: Characters a host name never holds: they separate the parts of a voters string (a host
+#: that holds one is a typo, such as ``;`` for ``,``). An IPv6 literal goes in brackets.
+_HOST_SEPARATORS = frozenset("@:;,[] \t")
+
+
+def _parse_port(text: str, context: str) -> int:
+    if not (text.isascii() and text.isdigit()):
+        raise ConfigError(f"{context}: port {text!r} is not a number")
+    port = int(text)
+    if not 1 <= port <= 65535:
+        raise ConfigError(f"{context}: port {port} is outside 1-65535")
+    return port
+
+
+def _parse_host(text: str, context: str) -> str:
+    if text.startswith("[") and text.endswith("]"):
+        literal = text[1:-1]
+        try:
+            ipaddress.IPv6Address(literal)
+        except ValueError:
+            raise ConfigError(f"{context}: {text!r} is not an IPv6 address in brackets") from None
+        return literal
+    if not text:
+        raise ConfigError(f"{context}: the host is empty")
+    bad = sorted(_HOST_SEPARATORS.intersection(text))
+    if bad:
+        hint = " (separate entries with ',', not ';')" if ";" in bad else (
+            " (put an IPv6 address in brackets: [::1]:9091)" if bad == [":"] else "")
+        shown = ", ".join(repr(c) for c in bad)
+        raise ConfigError(f"{context}: host {text!r} contains {shown}{hint}")
+    return text
+
+
 def _parse_endpoint(text: str, context: str) -> Endpoint:
+    """``host:port`` or ``[ipv6]:port``; the :class:`ConfigError` names ``context``."""
     host, sep, port_text = text.strip().rpartition(":")
-    if not sep or not host:
+    if not sep:
         raise ConfigError(f"{context}: expected host:port, got {text!r}")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    try:
-        port = int(port_text)
-    except ValueError:
-        raise ConfigError(f"{context}: port {port_text!r} is not a number") from None
-    if not 0 < port < 65536:
-        raise ConfigError(f"{context}: port {port} is out of range")
-    return Endpoint(host, port)
+    return Endpoint(_parse_host(host, context), _parse_port(port_text, context))
 
 
 def parse_voters(text: str) -> dict[int, Endpoint]:
@@ -53,31 +80,62 @@ def parse_voters(text: str) -> dict[int, Endpoint]:
         entry = raw.strip()
         if not entry:
             continue
+        context = f"voter {entry!r}"
         id_text, sep, address = entry.partition("@")
         if not sep:
-            raise ConfigError(f"voter {entry!r}: expected id@host:port")
-        try:
-            voter_id = int(id_text)
-        except ValueError:
-            raise ConfigError(f"voter {entry!r}: id {id_text!r} is not a number") from None
-        if voter_id < 0:
-            raise ConfigError(f"voter {entry!r}: negative id")
+            raise ConfigError(f"{context}: expected id@host:port")
+        id_text = id_text.strip()
+        if not (id_text.isascii() and id_text.isdigit()):
+            raise ConfigError(f"{context}: id {id_text!r} is not a non-negative integer")
+        voter_id = int(id_text)
         if voter_id in voters:
-            raise ConfigError(f"voter id {voter_id} is listed twice")
-        voters[voter_id] = _parse_endpoint(address, f"voter {entry!r}")
+            raise ConfigError(f"{context}: voter id {voter_id} is listed twice")
+        voters[voter_id] = _parse_endpoint(address, context)
+    if not voters:
+        raise ConfigError(f"voters {text!r}: no voter (expected id@host:port,id@host:port,...)")
     return voters
 
 
 def parse_bootstrap_servers(text: str) -> list[Endpoint]:
     """Parse ``"host:port,host:port"`` (Kafka's ``controller.quorum.bootstrap.servers``)."""
-    return [
-        _parse_endpoint(entry, "bootstrap server") for entry in text.split(",") if entry.strip()
+    servers = [
+        _parse_endpoint(entry, f"bootstrap server {entry.strip()!r}")
+        for entry in text.split(",") if entry.strip()
     ]
+    if not servers:
+        raise ConfigError(f"bootstrap servers {text!r}: no server (expected host:port,...)")
+    return servers
+
+
+def _check_types(voters: object, bootstrap_servers: object) -> None:
+    """The types the annotations promise, checked at run time: a voters string where the
+    mapping belongs (the TOML syntax passed to the dataclass) would otherwise fail later with a
+    ``TypeError`` far from the mistake."""
+    if not isinstance(voters, Mapping):
+        hint = " (parse_voters() reads the id@host:port syntax)" if isinstance(voters, str) else ""
+        raise ConfigError(f"voters must be a mapping of id to Endpoint, not {voters!r}{hint}")
+    for voter_id, endpoint in voters.items():
+        if isinstance(voter_id, bool) or not isinstance(voter_id, int) or voter_id < 0:
+            raise ConfigError(f"voter id {voter_id!r} is not a non-negative integer")
+        if not isinstance(endpoint, Endpoint):
+            raise ConfigError(f"voter {voter_id}: {endpoint!r} is not an Endpoint")
+    if not isinstance(bootstrap_servers, tuple | list) or not all(
+        isinstance(server, Endpoint) for server in bootstrap_servers
+    ):
+        raise ConfigError(
+            f"bootstrap_servers must be a tuple of Endpoints, not {bootstrap_servers!r}"
+            " (parse_bootstrap_servers() reads the host:port syntax)"
+        )
 
 
 @dataclass(frozen=True, slots=True)
 class QuorumConfig:
-    """The quorum's static voter set and timers (KRAFT-BEHAVIOUR §1.6, Kafka's defaults)."""
+    """The quorum's static voter set and timers, with the defaults of Kafka's ``QuorumConfig``.
+
+    Checked when built: the voters and bootstrap servers for their types (a voters string is a
+    :class:`ConfigError` pointing at :func:`parse_voters`, not a ``TypeError`` later) and every
+    timer and size for its range.
+    """
 
     #: Static voter set (kraft.version 0): id -> endpoint.
     voters: Mapping[int, Endpoint] = field(default_factory=dict)
@@ -135,9 +193,7 @@ class QuorumConfig:
         for name, value in non_negative.items():
             if value < 0:
                 raise ConfigError(f"{name} must not be negative, not {value}")
-        for voter_id in self.voters:
-            if voter_id < 0:
-                raise ConfigError(f"negative voter id {voter_id}")
+        _check_types(self.voters, self.bootstrap_servers)
         if not self.voters and not self.bootstrap_servers:
             raise ConfigError("a quorum needs voters or bootstrap servers")
 

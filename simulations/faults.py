@@ -299,8 +299,8 @@ class _Nemesis:
 def chaos(run: ScenarioRun) -> None:
     """A random fault every 2-5 s for 60 s, then all healed: a leader, progress, all caught up.
 
-    3-5 voters and 0-2 observers; the faults: kill, restart, bounce, isolate, partition in two,
-    heal, pause, resume, lossy network, resign, graceful shutdown."""
+    3-5 voters and 0-2 observers; the faults: kill, restart, bounce, isolate, partition in
+    two, pause, lossy network, resign, graceful shutdown; and the repairs heal and resume."""
     _run_nemesis(run, storm=False, stable_ms=STABLE_MS)
 
 

@@ -1,4 +1,4 @@
-"""Kafka's RaftEventSimulationTest properties (KRAFT-BEHAVIOUR §3), as kraft scenarios.
+"""The properties of Kafka's ``RaftEventSimulationTest``, as kraft scenarios.
 
 Every scenario runs the replicated-counter workload (about 100 increments per simulated second)
 so data flows through every fault, and ends with every node that should be whole caught up:

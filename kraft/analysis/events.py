@@ -34,7 +34,8 @@ _DETAILS_DDL = ", ".join([
     # run_started
     "voters: INT", "observers: INT",
     "config: STRUCT<election_timeout_ms: BIGINT, fetch_timeout_ms: BIGINT, "
-    "append_linger_ms: BIGINT, fetch_max_wait_ms: BIGINT>",
+    "append_linger_ms: BIGINT, fetch_max_wait_ms: BIGINT, network: STRUCT<latency_ms: "
+    "ARRAY<BIGINT>, `drop`: DOUBLE, duplicate: DOUBLE, reorder: DOUBLE>>",
     # node_started, state_changed
     "incarnation: INT", "from_role: STRING", "from_epoch: INT",
     # vote_granted, vote_refused
@@ -138,7 +139,8 @@ def _type_of(name: str) -> str:
 
 
 #: The ``details`` keys the analysis reads (the others stay in the files).
-_DETAILS_READ = ("voters", "observers", "from_role", "fault", "index", "targets")
+_DETAILS_READ = ("voters", "observers", "from_role", "fault", "index", "targets", "drop",
+                 "duplicate", "reorder", "latency_ms")
 
 
 def project(events: Any) -> Any:
@@ -149,8 +151,8 @@ def project(events: Any) -> Any:
 
     details = sf.struct(
         *[sf.col(f"details.{key}").alias(key) for key in _DETAILS_READ],
-        sf.struct(sf.col("details.config.election_timeout_ms").alias("election_timeout_ms"))
-        .alias("config"),
+        sf.struct(sf.col("details.config.election_timeout_ms").alias("election_timeout_ms"),
+                  sf.col("details.config.network").alias("network")).alias("config"),
     )
     return events.select(
         "run_id", "seed", "scenario", "time_ms", "seq", "kind", "node", "epoch", "role",

@@ -35,12 +35,14 @@ Progress = Callable[[str], None]
 TABLES: dict[str, str] = {
     "runs": "one run: shape, events, first leader, elections, unavailability, throughput",
     "elections": "one node becoming leader: epoch, when, campaign length",
-    "faults": "one injected fault: kind, targets, time until a leader commits again",
+    "faults": "one injected fault (not a repair): kind, targets, time until a leader commits "
+              "again",
     "unavailability": "one window without a leader commit while the workload appended",
     "commit_latency": "latency percentiles by scenario, voters and scope (leader, voters)",
     "recovery_by_fault": "recovery percentiles by fault kind",
     "recovery_by_scenario": "recovery percentiles by scenario and fault kind",
     "by_scenario": "the summary per scenario",
+    "scenario_parameters": "what a scenario's runs were given: shape, links, faults by kind",
     "by_cluster_size": "elections, latency and throughput by number of voters",
     "violations": "one safety violation found in the logs",
 }
@@ -152,6 +154,7 @@ def analyze(
         "by_scenario": metrics.by_scenario(
             table, metrics.commit_latency(batches, ("scenario",)), violations),
         "by_cluster_size": metrics.by_cluster_size(table),
+        "scenario_parameters": metrics.scenario_parameters(events),
         "violations": violations,
     }
     step(f"writing Parquet tables to {tables_dir}")
@@ -169,6 +172,7 @@ def analyze(
         events=total,
         elapsed_s=0.0,
         by_scenario=_rows(read["by_scenario"].orderBy("scenario")),
+        scenario_parameters=_rows(read["scenario_parameters"].orderBy("scenario")),
         by_cluster_size=_rows(read["by_cluster_size"].orderBy("voters")),
         commit_latency=_rows(read["commit_latency"].orderBy("scenario", "voters", "scope")),
         recovery_by_fault=_rows(read["recovery_by_fault"].orderBy("fault")),

@@ -9,7 +9,9 @@ Definitions (docs/analysis.md has the why of each):
 - an **election** is a node becoming ``Leader``; its latency is the winner's campaign: from the
   first ``Prospective`` or ``Candidate`` state of its uninterrupted run of them to ``Leader``;
 - the **recovery** of a fault is the time from its ``fault_injected`` to the next
-  ``batch_committed`` on a node that is ``Leader``: the quorum commits again;
+  ``batch_committed`` on a node that is ``Leader``: the quorum commits again. The repairs
+  (:data:`REPAIRS`: ``heal``, ``resume``) are logged as ``fault_injected`` too, so that the
+  shrinker can drop them, but they end faults: they are not counted as faults;
 - an **unavailability window** is a gap of at least ``min_gap_ms`` between two commits on a
   leader (or from the last one to the end of the run) during which the workload kept trying to
   append;
@@ -24,6 +26,7 @@ from typing import Any
 __all__ = [
     "DEFAULT_MIN_GAP_MS",
     "PERCENTILES",
+    "REPAIRS",
     "by_cluster_size",
     "by_fault",
     "by_scenario",
@@ -35,8 +38,15 @@ __all__ = [
     "fault_recovery",
     "run_info",
     "run_table",
+    "scenario_parameters",
     "unavailability",
 ]
+
+#: The simulator's calls that only end a fault: ``heal`` (a partition, an isolation, a block)
+#: and ``resume`` (a pause). The event log has them as ``fault_injected`` (each has an index,
+#: for the shrinker), but they are no faults. ``restart`` stays a fault: restarting a running
+#: node crashes it first (a bounce), and the log does not tell the two apart at the fault.
+REPAIRS = ("heal", "resume")
 
 #: The percentiles every latency table reports.
 PERCENTILES = (0.5, 0.9, 0.99)
@@ -59,6 +69,13 @@ def _leader_commit() -> Any:
     return (sf.col("kind") == "batch_committed") & (sf.col("role") == "Leader")
 
 
+def _is_fault() -> Any:
+    """A ``fault_injected`` event that is a fault, not one of the :data:`REPAIRS`."""
+    from pyspark.sql import functions as sf
+
+    return (sf.col("kind") == "fault_injected") & ~sf.col("details.fault").isin(*REPAIRS)
+
+
 def run_info(events: DataFrame) -> DataFrame:
     """One row per run: its scenario, seed, cluster shape and what the log says of its end."""
     from pyspark.sql import functions as sf
@@ -79,7 +96,7 @@ def run_info(events: DataFrame) -> DataFrame:
         sf.max("time_ms").alias("simulated_ms"),
         sf.count(sf.lit(1)).alias("events"),
         count_of(kind.startswith("message_")).alias("message_events"),
-        count_of(kind == "fault_injected").alias("faults"),
+        count_of(_is_fault()).alias("faults"),
         count_of(kind == "invariant_violated").alias("logged_violations"),
         count_of(kind == "expectation_failed").alias("failed_expectations"),
         count_of(kind == "run_error").alias("errors"),
@@ -131,7 +148,7 @@ def fault_recovery(events: DataFrame) -> DataFrame:
     from pyspark.sql import functions as sf
 
     kind = sf.col("kind")
-    marks = events.where((kind == "fault_injected") | _leader_commit()).select(
+    marks = events.where(_is_fault() | _leader_commit()).select(
         "run_id", "scenario", "seq", "time_ms",
         (kind == "fault_injected").alias("is_fault"),
         sf.col("details.fault").alias("fault"),
@@ -333,6 +350,50 @@ def by_scenario(table: DataFrame, latency: DataFrame, violations: DataFrame) -> 
     for part in (*latency_cols, found):
         summary = summary.join(part, "scenario", "left")
     return summary.fillna(0, subset=["violations"])
+
+
+def scenario_parameters(events: DataFrame) -> DataFrame:
+    """What each scenario's runs were given, to read its numbers by: one row per scenario with
+    ``runs``, the ``min_``/``max_`` of ``voters``, ``observers`` and ``election_timeout_ms``;
+    the links every run started with (``link_latency_lo_ms``, ``link_latency_hi_ms``, the
+    largest ``link_drop``, ``link_duplicate``, ``link_reorder``); the range of what ``network``
+    faults set (``min_drop`` (above 0) / ``max_drop``, the same for ``duplicate`` and
+    ``reorder``, ``latency_lo_ms`` / ``latency_hi_ms``); and ``injected``, the faults and
+    repairs by kind (``fault``, ``count``, ``repair``)."""
+    from pyspark.sql import functions as sf
+
+    kind, details = sf.col("kind"), sf.col("details")
+    link = details["config"]["network"]
+    shape = events.where(kind == "run_started").groupBy("scenario").agg(
+        sf.countDistinct("run_id").alias("runs"),
+        *[aggregate(details[key]).alias(f"{name}_{key}")
+          for key in ("voters", "observers") for name, aggregate in
+          (("min", sf.min), ("max", sf.max))],
+        sf.min(details["config"]["election_timeout_ms"]).alias("min_election_timeout_ms"),
+        sf.max(details["config"]["election_timeout_ms"]).alias("max_election_timeout_ms"),
+        sf.min(link["latency_ms"][0]).alias("link_latency_lo_ms"),
+        sf.max(link["latency_ms"][1]).alias("link_latency_hi_ms"),
+        *[sf.max(link[rate]).alias(f"link_{rate}") for rate in ("drop", "duplicate", "reorder")],
+    )
+    network = events.where((kind == "fault_injected") & (details["fault"] == "network"))
+    # The smallest rate above 0: a fault that sets a rate back to 0 ends the loss, and a
+    # range from 0 would hide how much loss there was.
+    changes = network.groupBy("scenario").agg(
+        *[column for rate in ("drop", "duplicate", "reorder") for column in (
+            sf.min(sf.when(details[rate] > 0, details[rate])).alias(f"min_{rate}"),
+            sf.max(details[rate]).alias(f"max_{rate}"),
+        )],
+        sf.min(details["latency_ms"][0]).alias("latency_lo_ms"),
+        sf.max(details["latency_ms"][1]).alias("latency_hi_ms"),
+    )
+    injected = (
+        events.where(kind == "fault_injected")
+        .groupBy("scenario", details["fault"].alias("fault")).count()
+        .groupBy("scenario").agg(sf.sort_array(sf.collect_list(sf.struct(
+            sf.col("fault").isin(*REPAIRS).alias("repair"), "fault", "count",
+        ))).alias("injected"))
+    )
+    return shape.join(changes, "scenario", "left").join(injected, "scenario", "left")
 
 
 def by_fault(recoveries: DataFrame, keys: tuple[str, ...] = ("fault",)) -> DataFrame:

@@ -16,7 +16,9 @@ from typing import Any
 from kraft.analysis.safety import CHECKS
 from kraft.analysis.session import require_matplotlib
 
-__all__ = ["ROLE_COLORS", "ReportData", "format_table", "markdown_table", "write_report"]
+__all__ = [
+    "ROLE_COLORS", "ReportData", "format_table", "markdown_table", "parameter_rows", "write_report",
+]
 
 Row = Mapping[str, Any]
 
@@ -55,6 +57,8 @@ class ReportData:
     events: int
     elapsed_s: float
     by_scenario: Sequence[Row]
+    #: :func:`kraft.analysis.metrics.scenario_parameters`: what each scenario's runs were given.
+    scenario_parameters: Sequence[Row]
     by_cluster_size: Sequence[Row]
     commit_latency: Sequence[Row]
     recovery_by_fault: Sequence[Row]
@@ -94,6 +98,61 @@ def format_table(rows: Sequence[Row], columns: Mapping[str, str]) -> str:
                   for i, (c, w) in enumerate(zip(line, widths, strict=True)))
         for line in cells
     )
+
+
+# ==============================================================================================
+# What the scenarios were given
+# ==============================================================================================
+_PARAMETER_COLUMNS = {"scenario": "scenario", "runs": "runs", "voters": "voters",
+                      "observers": "observers", "election_timeout": "election timeout ms",
+                      "links": "links at the start", "network": "network faults set",
+                      "faults": "faults injected", "repairs": "repairs"}
+
+
+def _span(low: Any, high: Any, unit: str = "") -> str:
+    """``low-high`` (or one value when they are equal), ``-`` when unknown."""
+    if low is None or high is None:
+        return "-"
+    text = _cell(low) if low == high else f"{_cell(low)}-{_cell(high)}"
+    return text + unit
+
+
+def _rates(row: Row, prefix: str = "min_", top: str = "max_") -> list[str]:
+    parts = []
+    for rate in ("drop", "duplicate", "reorder"):
+        low, high = row.get(f"{prefix}{rate}"), row.get(f"{top}{rate}")
+        if high:  # a rate that stayed 0 (or was never set) says nothing
+            parts.append(f"{rate} {_span(low, high)}")
+    return parts
+
+
+def parameter_rows(rows: Sequence[Row]) -> list[dict[str, str]]:
+    """The rows of :func:`kraft.analysis.metrics.scenario_parameters` as the report's text."""
+    table = []
+    for row in rows:
+        link = [_span(row.get("link_latency_lo_ms"), row.get("link_latency_hi_ms"), " ms")]
+        link += _rates(row, "link_", "link_")
+        network = _rates(row)
+        if row.get("latency_hi_ms") is not None:
+            network.append(
+                f"latency {_span(row.get('latency_lo_ms'), row.get('latency_hi_ms'), ' ms')}"
+            )
+        injected = row.get("injected") or []
+        table.append({
+            "scenario": str(row["scenario"]),
+            "runs": _cell(row.get("runs")),
+            "voters": _span(row.get("min_voters"), row.get("max_voters")),
+            "observers": _span(row.get("min_observers"), row.get("max_observers")),
+            "election_timeout": _span(row.get("min_election_timeout_ms"),
+                                      row.get("max_election_timeout_ms")),
+            "links": ", ".join(link),
+            "network": ", ".join(network) or "none",
+            "faults": ", ".join(f"{i['fault']} {i['count']}" for i in injected
+                                if not i["repair"]) or "none",
+            "repairs": ", ".join(f"{i['fault']} {i['count']}" for i in injected
+                                 if i["repair"]) or "none",
+        })
+    return table
 
 
 # ==============================================================================================
@@ -240,6 +299,13 @@ def write_report(data: ReportData, out_dir: Path) -> Path:
         f"`{data.source}`, analysed on Spark `{data.master}` in {data.elapsed_s:.1f} s "
         f"({data.events / max(data.elapsed_s, 1e-9):,.0f} events/s). Times are simulated "
         "milliseconds. Definitions: docs/analysis.md.\n",
+        "## Scenarios\n",
+        "What each scenario's runs were given, to read the numbers below by: the cluster "
+        "shape, the links every run started with (latency, and loss rates when not 0), what "
+        "the `network` faults set them to (the range over the runs), and how many faults of "
+        "each kind were injected over all the runs; the repairs (heal, resume) end faults "
+        "and are counted apart.\n",
+        markdown_table(parameter_rows(data.scenario_parameters), _PARAMETER_COLUMNS) + "\n",
         "## Summary by scenario\n",
         markdown_table(data.by_scenario, SUMMARY_COLUMNS) + "\n",
         "*1st leader*: when the first leader was elected; *runs unavail.*: runs with a gap of "
@@ -269,7 +335,7 @@ def write_report(data: ReportData, out_dir: Path) -> Path:
         "## Recovery by fault kind\n",
         "From each injected fault to the next batch committed on a leader. A fault after "
         "which the run committed nothing more (its workload stopped) counts as injected, not "
-        "recovered.\n",
+        "recovered. The repairs (heal, resume) are not faults and are not listed.\n",
         plot("recovery_by_fault", "recovery time by fault kind"),
         markdown_table(data.recovery_by_fault, _FAULT_COLUMNS) + "\n",
         "## Unavailability\n",

@@ -1,5 +1,5 @@
-"""The ``kraft`` console script: storage formatting, log inspection, and (later) nodes,
-quorum queries, the simulator and analysis.
+"""The ``kraft`` console script: storage formatting, running a node, describing a quorum, log
+inspection, the simulator and the analysis of its event logs.
 
 Each command group lives in its own module with a ``register(subparsers)`` function that adds
 its parsers; :mod:`kraft.cli.main` assembles them and maps kraft's errors to exit codes.

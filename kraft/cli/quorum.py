@@ -1,7 +1,8 @@
 """``kraft quorum describe``: the quorum as its leader sees it (``kafka-metadata-quorum.sh``).
 
 The command sends DescribeQuorum to the addresses given with ``--bootstrap``, one after the
-other, until the leader answers (only the leader knows every replica's progress). ``--status``
+other, until the leader answers (only the leader knows every replica's progress); a replica that
+is not the leader names the leader and its address, which is asked next. ``--status``
 prints the summary Kafka prints; ``--replication`` a row per voter and observer; ``--json`` the
 same data as one JSON object. Exit status 0, or 1 with ``error: ...`` when no address gave an
 answer from the leader.
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +43,8 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
                     "every voter's and observer's progress.",
     )
     describe.add_argument("--bootstrap", "-b", required=True,
-                          help="host:port[,host:port...] of nodes to ask (give every voter's "
-                               "address to be sure to reach the leader)")
+                          help="host:port[,host:port...] of nodes to ask, in turn (a node "
+                               "that is not the leader names it, and it is asked next)")
     what = describe.add_mutually_exclusive_group(required=True)
     what.add_argument("--status", action="store_true", help="the quorum's summary")
     what.add_argument("--replication", action="store_true", help="a row per replica")
@@ -60,13 +62,20 @@ def describe_quorum(
     bootstrap: list[Endpoint], *, cluster_id: str | None = None, timeout_s: float = 5.0,
     tls: TlsConfig | None = None,
 ) -> DescribeQuorumResponse:
-    """The leader's DescribeQuorum answer, asking each address in turn.
+    """The leader's DescribeQuorum answer, asking each address in turn; a replica that is not
+    the leader names it and its address, which is asked next.
 
     Raises :class:`~kraft.errors.TransportError` when none of them is the leader, with what
     each said (unreachable, not the leader and who is, ...).
     """
     problems: list[str] = []
-    for address in bootstrap:
+    to_ask = deque(bootstrap)
+    asked: set[Endpoint] = set()
+    while to_ask:
+        address = to_ask.popleft()
+        if address in asked:
+            continue
+        asked.add(address)
         try:
             response = request_once(address, DescribeQuorumRequest(), cluster_id=cluster_id,
                                     timeout_s=timeout_s, tls=tls)
@@ -83,9 +92,19 @@ def describe_quorum(
             leader = "unknown" if response.leader_id < 0 else str(response.leader_id)
             problems.append(f"{address}: not the leader (leader {leader}, epoch "
                             f"{response.leader_epoch})")
+            to_ask.extendleft(_leader_addresses(response))
         else:
             problems.append(f"{address}: error {error_name(error)}")
     raise TransportError("no leader answered: " + "; ".join(problems))
+
+
+def _leader_addresses(response: DescribeQuorumResponse) -> list[Endpoint]:
+    """The addresses a replica that is not the leader gave for the leader it knows."""
+    return [
+        Endpoint(listener.host, listener.port)
+        for node in response.nodes if node.node_id == response.leader_id >= 0
+        for listener in node.listeners
+    ]
 
 
 def _directory(replica: ReplicaState) -> str:

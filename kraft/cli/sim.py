@@ -16,8 +16,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import shutil
 import sys
 import tempfile
+import textwrap
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -27,6 +29,7 @@ from typing import Any, TextIO
 from kraft.simulation.cluster import SimulationError
 from kraft.simulation.cluster import replay_command as cluster_replay_command
 from kraft.simulation.scenario import (
+    CATALOGUE_PACKAGE,
     EVENTS_FILE,
     RunResult,
     Scenario,
@@ -78,7 +81,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         parser.add_argument(
             "--scenarios", metavar="DIR", type=Path,
             help="the directory of scenario modules (default: $KRAFT_SCENARIOS, else "
-                 "./simulations, else the repository's simulations/)",
+                 "./simulations, else the catalogue installed with kraft)",
         )
 
     run = commands.add_parser(
@@ -86,8 +89,10 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         description="Run scenario NAME with seed N into the run directory DIR (events.jsonl "
                     "and run.json). Exit code 1 if an invariant or an expectation failed.",
     )
-    run.add_argument("--scenario", required=True, metavar="NAME")
-    run.add_argument("--seed", required=True, metavar="N")
+    run.add_argument("--scenario", required=True, metavar="NAME",
+                     help="the scenario to run (`kraft sim list` names them)")
+    run.add_argument("--seed", required=True, metavar="N",
+                     help="the seed: the same seed replays the same run, event for event")
     run.add_argument("--out", metavar="DIR", type=Path,
                      help=f"the run directory (default: {DEFAULT_OUT}/NAME/seed-N)")
     run.add_argument("--suppress", metavar="I,J,...", default="",
@@ -128,7 +133,8 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
                     "suppressed faults and message events) and compare: print `identical`, "
                     "or the first line where the event logs differ (exit code 1).",
     )
-    replay.add_argument("run_dir", metavar="RUN_DIR", type=Path)
+    replay.add_argument("run_dir", metavar="RUN_DIR", type=Path,
+                        help="a run directory (with run.json) written by run, sweep or shrink")
     scenarios_option(replay)
     replay.set_defaults(handler=_exit_2_on_bad_input(_replay))
 
@@ -138,7 +144,8 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
                     "subsets of them suppressed, keeping a subset while the run still fails "
                     "in one of the ways it did. Writes the smallest failing run to DIR.",
     )
-    shrink_parser.add_argument("run_dir", metavar="RUN_DIR", type=Path)
+    shrink_parser.add_argument("run_dir", metavar="RUN_DIR", type=Path,
+                               help="the run directory of a failed run")
     shrink_parser.add_argument("--out", metavar="DIR", type=Path,
                                help="the shrunk run directory (default: RUN_DIR-shrunk)")
     shrink_parser.add_argument("--max-runs", default=str(DEFAULT_MAX_RUNS), metavar="N",
@@ -173,7 +180,20 @@ def _indices(text: str, option: str) -> list[int]:
 
 def _scenario_dir(args: argparse.Namespace) -> Path:
     directory: Path | None = args.scenarios
-    return (directory or default_scenario_dir()).resolve()
+    if directory is not None:
+        return directory.resolve()
+    try:
+        return default_scenario_dir().resolve()
+    except SimulationError as exc:
+        raise BadInputError(str(exc)) from None
+
+
+def _is_default_dir(directory: Path) -> bool:
+    """Whether ``kraft sim`` finds ``directory`` without ``--scenarios``."""
+    try:
+        return directory == default_scenario_dir().resolve()
+    except SimulationError:
+        return False
 
 
 def _scenarios_in(directory: Path) -> dict[str, Scenario]:
@@ -187,7 +207,7 @@ def _scenarios_in(directory: Path) -> dict[str, Scenario]:
         raise BadInputError(
             f"cannot load the scenarios of {directory}: {type(exc).__name__}: {exc}"
         ) from None
-    modules = {f"kraft_simulations.{path.stem}" for path in directory.glob("*.py")}
+    modules = {f"{CATALOGUE_PACKAGE}.{path.stem}" for path in directory.glob("*.py")}
     return {
         name: s for name, s in sorted(registry.items()) if s.body.__module__ in modules
     }
@@ -224,7 +244,7 @@ def replay_command(
     command = cluster_replay_command(
         scenario, seed, suppress=suppress, message_events=message_events
     )
-    if scenario_dir is not None and scenario_dir != default_scenario_dir().resolve():
+    if scenario_dir is not None and not _is_default_dir(scenario_dir):
         command += f" --scenarios {scenario_dir}"
     return command
 
@@ -503,7 +523,7 @@ def _shrink(args: argparse.Namespace) -> int:
         print(_fault_line(fault))
     print(f"{result_line(shrunk.result)} -> {out}")
     print(f"replay: {_result_replay(shrunk.result, directory)}")
-    scenarios = "" if directory == default_scenario_dir().resolve() else f" --scenarios {directory}"
+    scenarios = "" if _is_default_dir(directory) else f" --scenarios {directory}"
     print(f"        kraft sim replay {out}{scenarios}")
     return 0
 
@@ -511,6 +531,11 @@ def _shrink(args: argparse.Namespace) -> int:
 def _list(args: argparse.Namespace) -> int:
     scenarios = _scenarios_in(_scenario_dir(args))
     width = max((len(name) for name in scenarios), default=0)
+    # Descriptions wrap at word boundaries under their column, to the terminal's width.
+    text_width = max(40, shutil.get_terminal_size((100, 24)).columns - width - 2)
     for name, the_scenario in scenarios.items():
-        print(f"{name.ljust(width)}  {the_scenario.description}")
+        lines = textwrap.wrap(the_scenario.description, text_width) or [""]
+        print(f"{name.ljust(width)}  {lines[0]}".rstrip())
+        for line in lines[1:]:
+            print(f"{'':{width}}  {line}")
     return 0

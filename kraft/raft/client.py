@@ -140,6 +140,8 @@ T = TypeVar("T")
 
 #: Kafka's ``RETRY_BACKOFF_BASE_MS``: the unit of a lost candidate's randomized backoff.
 RETRY_BACKOFF_BASE_MS = 100
+#: How often a replica says at most that another one uses its node id.
+DUPLICATE_NODE_ID_LOG_INTERVAL_MS = 60_000
 
 _NONE = Errors.NONE.value
 _LISTENER_NAME = "CONTROLLER"
@@ -236,6 +238,8 @@ class KafkaRaftClient(Generic[T]):
         self._download: RawSnapshotWriter | None = None
         self._download_leader = -1
         self._next_clean_ms = 0
+        #: When the "another replica uses this node id" error was last logged (rate limit).
+        self._duplicate_id_logged_ms: int | None = None
 
     # =============================================================================================
     # Lifecycle
@@ -745,6 +749,20 @@ class KafkaRaftClient(Generic[T]):
         else:
             self._transition_to_unattached(state.epoch, leader, now)
 
+    def _log_duplicate_node_id(self, epoch: int, now: int) -> None:
+        """A peer names this node leader of an epoch it never led: another replica has this
+        node's id. Said once a minute: every answer of every peer would repeat it."""
+        last = self._duplicate_id_logged_ms
+        if last is not None and now - last < DUPLICATE_NODE_ID_LOG_INTERVAL_MS:
+            return
+        self._duplicate_id_logged_ms = now
+        logger.error(
+            "another replica uses node id %s: a peer names node %s leader of epoch %d, which "
+            "this process never led. Is a second process running with node id %s (or was "
+            "this node's data directory replaced)? Its messages are refused (logged at most "
+            "once a minute)", self.local_id, self.local_id, epoch, self.local_id,
+        )
+
     def _maybe_transition(
         self, leader_id: int | None, epoch: int, endpoints: Endpoints, now: int
     ) -> bool:
@@ -763,8 +781,7 @@ class KafkaRaftClient(Generic[T]):
         if leader_id is not None and leader_id == self.local_id and not (
             epoch == quorum.epoch and isinstance(quorum.state, LeaderState | ResignedState)
         ):
-            logger.error("a peer names this replica as leader of epoch %d, which it never led",
-                         epoch)
+            self._log_duplicate_node_id(epoch, now)
             return False
         if epoch > quorum.epoch:
             if leader_id is not None and endpoints:
@@ -1394,10 +1411,16 @@ class KafkaRaftClient(Generic[T]):
             )
         state = self.quorum.state
         if not isinstance(state, LeaderState):
+            leader = self.quorum.leader_id
             return DescribeQuorumResponse(
                 partition_error_code=Errors.NOT_LEADER_OR_FOLLOWER,
                 leader_id=self._wire_leader_id(),
                 leader_epoch=self.quorum.epoch,
+                # kraft: the leader's listeners, so that `kraft quorum describe` asking a
+                # follower can follow the hint (Kafka's admin client finds the leader otherwise).
+                nodes=() if leader is None else (DescribeQuorumNode(
+                    leader, tuple(Endpoint(*e) for e in self.quorum.leader_endpoints(leader))
+                ),),
             )
         wall = self.clock.wall_ms()
 

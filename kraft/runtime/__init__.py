@@ -1,2 +1,3 @@
-"""The I/O shell around the sans-IO core (DESIGN §4): the driver thread, the thread-safe
-message queue, the trio TCP transport and ``RaftNode``, the embeddable node."""
+"""The I/O shell around the sans-IO core (Kafka's ``KafkaRaftClientDriver`` and
+``KafkaNetworkChannel``): the driver thread, the thread-safe message queue, the trio TCP
+transport and ``RaftNode``, the embeddable node (docs/operations.md, docs/transport.md)."""

@@ -9,13 +9,15 @@ Theory of operation
     (``kraft-<id>-io``), :class:`~kraft.metrics.RaftMetrics`, and optionally a Prometheus
     exporter.
 
-    :meth:`RaftNode.start` opens them in dependency order and, if any step fails, closes what
-    it opened before raising. :meth:`RaftNode.close` stops them in Kafka's order: the driver
-    (a graceful shutdown: a leader resigns and tells the voters with EndQuorumEpoch, then the
-    client is closed and the log flushed), the transport, the log (which releases the
-    directory lock), the exporter.
+    :meth:`RaftNode.start` opens them in dependency order (the exporter first, so that a
+    missing ``metrics`` extra stops the node before it joins the quorum) and, if any step
+    fails, closes what it opened before raising. :meth:`RaftNode.close` stops them in Kafka's
+    order: the driver (a graceful shutdown: a leader resigns and tells the voters with
+    EndQuorumEpoch, then the client is closed and the log flushed), the transport, the log
+    (which releases the directory lock), the exporter.
 
-    Threads: the caller's threads may use :attr:`RaftNode.client`'s public methods
+    Threads: the caller's threads may use :meth:`RaftNode.register` (before or after
+    :meth:`RaftNode.start`) and :attr:`RaftNode.client`'s public methods
     (``prepare_append``, ``schedule_prepared_append``, ``register``, ``resign``,
     ``leader_and_epoch``...). The client's accumulator is guarded by a lock for appends from
     any thread. Listener callbacks run on the driver thread.
@@ -37,7 +39,7 @@ from typing import Generic, TypeVar
 
 from kraft.common.uuids import ZERO_UUID, uuid_from_text
 from kraft.config import Endpoint, QuorumConfig
-from kraft.errors import FatalFaultError, IllegalStateError
+from kraft.errors import FatalFaultError, IllegalStateError, LogDirectoryError
 from kraft.log.base import SnapshotRetention
 from kraft.log.file import DEFAULT_SEGMENT_BYTES, FileLog
 from kraft.log.meta_properties import CLUSTER_METADATA_DIR, read_meta_properties
@@ -45,6 +47,7 @@ from kraft.log.quorum_state import FileQuorumStateStore
 from kraft.metrics import RaftMetrics, start_prometheus_server
 from kraft.protocol.frame import DEFAULT_MAX_FRAME_SIZE
 from kraft.raft.client import KafkaRaftClient, bootstrap_server_id
+from kraft.raft.listeners import Listener
 from kraft.record.serde import RecordSerde
 from kraft.runtime.clock import SystemClock
 from kraft.runtime.config import NodeConfig
@@ -100,6 +103,8 @@ class RaftNode(Generic[T]):
         self._started = False
         self._closed = False
         self._client: KafkaRaftClient[T] | None = None
+        #: Listeners registered before :meth:`start`, handed to the client when it is built.
+        self._early_listeners: list[Listener[T]] = []
         self._log: FileLog | None = None
         self._channel: TrioNetworkChannel | None = None
         self._driver: RaftClientDriver | None = None
@@ -147,12 +152,26 @@ class RaftNode(Generic[T]):
         meta = read_meta_properties(self.data_dir)
         meta.verify(cluster_id=self._cluster_id, node_id=self.node_id)
         self._cluster_id = meta.cluster_id
+        # The exporter first: a missing metrics extra or a busy port stops the node before it
+        # opens its log, so that a voter never wins an election it would then walk away from.
+        if self._prometheus is not None:
+            self._stop_exporter = start_prometheus_server(
+                self.metrics, self._prometheus.host, self._prometheus.port, node_id=self.node_id
+            )
         directory_id = uuid_from_text(meta.directory_id) if meta.directory_id else None
         clock = SystemClock()
-        self._log = FileLog.open(
-            self.data_dir / CLUSTER_METADATA_DIR, segment_bytes=self._segment_bytes,
-            retention=self._retention,
-        )
+        try:
+            self._log = FileLog.open(
+                self.data_dir / CLUSTER_METADATA_DIR, segment_bytes=self._segment_bytes,
+                retention=self._retention,
+            )
+        except LogDirectoryError as exc:
+            if isinstance(exc.__cause__, BlockingIOError):  # the directory lock is taken
+                raise LogDirectoryError(
+                    f"node {self.node_id} is running already (another process has its data "
+                    f"directory {self.data_dir}): {exc}"
+                ) from exc
+            raise
         queue = BlockingMessageQueue()
         peers: dict[int, Endpoint] = {
             voter: address for voter, address in self.config.voters.items()
@@ -175,7 +194,11 @@ class RaftNode(Generic[T]):
             local_directory_id=directory_id, cluster_id=self._cluster_id,
             append_lock=threading.Lock(), metrics=self.metrics,
         )
-        self._client = client
+        with self._lock:
+            self._client = client
+            early, self._early_listeners = self._early_listeners, []
+        for listener in early:
+            client.register(listener)   # taken in by the driver's first poll
         client.initialize()
         self.metrics.bind(client)
         channel.start()
@@ -185,10 +208,6 @@ class RaftNode(Generic[T]):
             shutdown_timeout_ms=self._shutdown_timeout_ms,
         )
         self._driver.start()
-        if self._prometheus is not None:
-            self._stop_exporter = start_prometheus_server(
-                self.metrics, self._prometheus.host, self._prometheus.port, node_id=self.node_id
-            )
 
     def _on_fatal_fault(self, exc: BaseException) -> None:
         self.failure = exc
@@ -247,6 +266,17 @@ class RaftNode(Generic[T]):
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+    def register(self, listener: Listener[T]) -> None:
+        """Register ``listener`` (your state machine) with the client: at :meth:`start` when
+        called before it, so that it sees every commit and leader change from the first poll
+        on; at once otherwise. Its callbacks run on the driver thread."""
+        with self._lock:
+            client = self._client
+            if client is None:
+                self._early_listeners.append(listener)
+                return
+        client.register(listener)
 
     # -- what users read ------------------------------------------------------------------------
     @property

@@ -1,4 +1,5 @@
-"""Deterministic cluster simulation (DESIGN §5, docs/simulation.md).
+"""Deterministic cluster simulation, after Kafka's ``RaftEventSimulationTest``
+(docs/simulation.md).
 
 Every node's real :class:`~kraft.raft.client.KafkaRaftClient` runs in one thread over a virtual
 clock, one seeded random source, a simulated network and simulated disks; invariants are checked

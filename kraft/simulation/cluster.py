@@ -218,6 +218,13 @@ class Cluster:
                 "fetch_timeout_ms": self.config.fetch_timeout_ms,
                 "append_linger_ms": self.config.append_linger_ms,
                 "fetch_max_wait_ms": self.config.fetch_max_wait_ms,
+                # The links every run starts with (a `network` fault changes them later).
+                "network": {
+                    "latency_ms": list(self.network.default.latency_ms),
+                    "drop": self.network.default.drop,
+                    "duplicate": self.network.default.duplicate,
+                    "reorder": self.network.default.reorder,
+                },
             },
         })
         for node in self.nodes.values():

@@ -1,4 +1,5 @@
-"""The invariants the simulator checks after every event (KRAFT-BEHAVIOUR §3, DESIGN §5).
+"""The invariants the simulator checks after every event: those of Kafka's
+``RaftEventSimulationTest`` and more (docs/simulation.md#invariants).
 
 Each check is incremental: it looks at what changed since the last event (new quorum-state
 writes, a high watermark that moved, a node that became leader), so checking after every event

@@ -3,8 +3,9 @@
 A scenario is a function of a :class:`ScenarioRun`: it builds its cluster with
 :meth:`ScenarioRun.cluster`, injects faults through the cluster, and states what must happen
 with :meth:`ScenarioRun.expect` / :meth:`ScenarioRun.await_`. The catalogue lives in the
-repository's ``simulations/`` directory, one module per family, each registering its scenarios
-with the :func:`scenario` decorator; :func:`load_scenarios` imports a directory of them.
+repository's ``simulations/`` directory (installed with kraft as the package
+``kraft_simulations``), one module per family, each registering its scenarios with the
+:func:`scenario` decorator; :func:`load_scenarios` imports a directory of them.
 
 A run directory holds ``events.jsonl`` (the event log) and ``run.json`` (what ran and how it
 ended: seed, suppressed faults, violations, failed expectations, faults, the event-log digest).
@@ -13,6 +14,7 @@ ended: seed, suppressed faults, violations, failed expectations, faults, the eve
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import logging
 import os
 import random
@@ -63,27 +65,39 @@ def scenario(
     name: str | None = None, description: str | None = None
 ) -> Callable[[Callable[[ScenarioRun], None]], Callable[[ScenarioRun], None]]:
     """Register a scenario function (its name defaults to the function's, its description to
-    the first line of its docstring)."""
+    the first paragraph of its docstring, on one line)."""
 
     def register(body: Callable[[ScenarioRun], None]) -> Callable[[ScenarioRun], None]:
         the_name = name or body.__name__
-        doc = (body.__doc__ or "").strip().splitlines()
-        the_description = description or (doc[0] if doc else the_name)
+        paragraph = inspect.cleandoc(body.__doc__ or "").split("\n\n", 1)[0]
+        the_description = description or " ".join(paragraph.split()) or the_name
         _REGISTRY[the_name] = Scenario(the_name, the_description, body)
         return body
 
     return register
 
 
+#: The package the catalogue is installed as (pyproject.toml maps ``simulations/`` to it); its
+#: modules are loaded under this name whichever directory they come from.
+CATALOGUE_PACKAGE = "kraft_simulations"
+
+
 def default_scenario_dir() -> Path:
-    """``$KRAFT_SCENARIOS``, else ``./simulations``, else the repository's ``simulations/``."""
+    """``$KRAFT_SCENARIOS``, else ``./simulations``, else the catalogue installed with kraft
+    (the package ``kraft_simulations``, the repository's ``simulations/``)."""
     env = os.environ.get("KRAFT_SCENARIOS")
     if env:
         return Path(env)
     local = Path.cwd() / "simulations"
     if local.is_dir():
         return local
-    return Path(__file__).resolve().parents[2] / "simulations"
+    spec = importlib.util.find_spec(CATALOGUE_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise SimulationError(
+            f"no scenario catalogue: {CATALOGUE_PACKAGE} is not installed; give a directory of "
+            "scenario modules (--scenarios or $KRAFT_SCENARIOS)"
+        )
+    return Path(next(iter(spec.submodule_search_locations)))
 
 
 def load_scenarios(directory: Path | str | None = None) -> dict[str, Scenario]:
@@ -94,7 +108,7 @@ def load_scenarios(directory: Path | str | None = None) -> dict[str, Scenario]:
     for path in sorted(root.glob("*.py")):
         if path.name.startswith("_"):
             continue
-        module_name = f"kraft_simulations.{path.stem}"
+        module_name = f"{CATALOGUE_PACKAGE}.{path.stem}"
         if module_name in sys.modules:
             continue
         spec = importlib.util.spec_from_file_location(module_name, path)

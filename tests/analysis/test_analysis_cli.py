@@ -5,6 +5,7 @@ start, so one run checks everything."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,24 @@ def corrupt_first_commit(log: Path) -> None:
                  time_ms=json.loads(lines[-1])["time_ms"])
     lines.insert(len(lines) - 1, json.dumps(event, separators=(",", ":")) + "\n")
     log.write_text("".join(lines))
+
+
+def _section(report: str, heading: str) -> str:
+    """The text of ``report`` from ``heading`` to the next heading."""
+    start = report.index(heading)
+    end = report.find("\n## ", start + len(heading))
+    return report[start:] if end < 0 else report[start:end]
+
+
+def _row(section: str, first_cell: str) -> dict[str, str]:
+    """The row of the section's Markdown table whose first cell is ``first_cell``, by header."""
+    lines = [line for line in section.splitlines() if line.startswith("|")]
+    header = [cell.strip() for cell in lines[0].strip("|").split("|")]
+    for line in lines[2:]:
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        if cells[0] == first_cell:
+            return dict(zip(header, cells, strict=True))
+    raise AssertionError(f"no row {first_cell!r} in {section}")
 
 
 def test_analyze_writes_the_report(spark: Any, tmp_path: Path,
@@ -60,6 +79,16 @@ def test_analyze_writes_the_report(spark: Any, tmp_path: Path,
                  "role_timeline"):
         assert (out / "plots" / f"{plot}.png").read_bytes()[:4] == b"\x89PNG"
         assert f"(plots/{plot}.png)" in report
+    # What each scenario was given, so that its numbers can be read; repairs are no faults.
+    scenarios = _section(report, "## Scenarios")
+    lossy = _row(scenarios, "lossy_network")
+    assert lossy["runs"] == "2" and lossy["links at the start"] == "1-5 ms"
+    assert re.match(r"drop 0\.\d+-0\.\d+, duplicate 0\.\d+-0\.\d+, reorder 0\.\d+-0\.\d+",
+                    lossy["network faults set"]), lossy
+    assert lossy["faults injected"].startswith("network ")
+    failure = _row(scenarios, "leader_failure")
+    assert failure["network faults set"] == "none"
+    assert "restart 2" in failure["faults injected"] and failure["repairs"] == "none"
     for table in TABLES:
         assert any((out / "tables" / table).glob("*.parquet")), table
     runs = spark.read.parquet(str(out / "tables" / "runs"))

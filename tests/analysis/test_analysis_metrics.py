@@ -98,3 +98,29 @@ def test_redelivery_after_a_restart_is_not_a_latency(spark: Any, tmp_path: Path)
     events = load_events(spark, tmp_path)
     batches = m.committed_batches(events, m.run_info(events))
     assert rows(batches.where("latency_ms = 3000")) == []
+
+
+def test_repairs_are_no_faults_and_each_scenario_says_what_it_was_given(
+    spark: Any, tmp_path: Path
+) -> None:
+    run = golden_run(tmp_path)
+    run.fault(3500, "isolate", [3], index=1)
+    run.fault(3600, "heal", [], index=2)   # a repair: it ends the isolation
+    run.log.emit(3700, "fault_injected", details={
+        "fault": "network", "index": 3, "targets": [], "drop": 0.2, "latency_ms": [5, 50]})
+    run.log.emit(3800, "fault_injected", details={
+        "fault": "network", "index": 4, "targets": [], "drop": 0.0})
+    run.close(4000)
+    events = load_events(spark, tmp_path)
+    assert sorted(r["fault"] for r in rows(m.fault_recovery(events))) == [
+        "isolate", "kill", "network", "network"]
+    assert "heal" not in {r["fault"] for r in rows(m.by_fault(m.fault_recovery(events)))}
+    assert rows(m.run_info(events))[0]["faults"] == 4
+
+    (given,) = rows(m.scenario_parameters(events))
+    assert (given["scenario"], given["runs"], given["min_voters"], given["max_voters"]) == (
+        "crafted", 1, 3, 3)
+    assert (given["min_drop"], given["max_drop"]) == (0.2, 0.2)   # the reset to 0 is no loss
+    assert (given["latency_lo_ms"], given["latency_hi_ms"]) == (5, 50)
+    assert [(i["fault"], i["count"], i["repair"]) for i in given["injected"]] == [
+        ("isolate", 1, False), ("kill", 1, False), ("network", 2, False), ("heal", 1, True)]

@@ -366,3 +366,40 @@ def test_console_script_runs_and_replays(tmp_path: Path) -> None:
                          capture_output=True, text=True, check=False, timeout=120)
     assert bad.returncode == 2 and bad.stderr.startswith("error: --seeds: bad seeds 'x'")
     assert "Traceback" not in bad.stderr
+
+
+LONG_DESCRIPTION = '''
+from kraft.simulation.scenario import ScenarioRun, scenario
+
+
+@scenario("cli_long_description")
+def cli_long_description(run: ScenarioRun) -> None:
+    """A scenario whose description runs over two lines of its docstring, longer than any
+    terminal is wide, so that the listing must wrap it between words and nowhere else at all.
+
+    A second paragraph, which is not part of the description.
+    """
+    run.cluster(voters=1)
+'''
+
+
+def test_list_wraps_a_long_description_between_words(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "cli_long_description_scenarios.py").write_text(
+        textwrap.dedent(LONG_DESCRIPTION)
+    )
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = run(capsys, "sim", "list", "--scenarios", str(tmp_path))
+    assert code == 0
+    first, *rest = out.splitlines()
+    assert first.startswith("cli_long_description  A scenario whose")
+    assert rest and all(line.startswith(" " * 22) for line in rest)
+    assert all(len(line) <= 80 for line in out.splitlines())
+    description = (
+        "A scenario whose description runs over two lines of its docstring, longer than any "
+        "terminal is wide, so that the listing must wrap it between words and nowhere else at "
+        "all."
+    )
+    listed = " ".join(line.strip() for line in out.splitlines())
+    assert listed == f"cli_long_description  {description}"

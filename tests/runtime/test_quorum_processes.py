@@ -164,3 +164,12 @@ def test_quorum_describe_cli(quorum: LocalQuorum) -> None:
     text = subprocess.run([*command, "--status"], capture_output=True, text=True,
                           timeout=TIMEOUT_S, check=True).stdout
     assert f"LeaderId:               {leader}" in text
+    # Given only a follower, the command follows its hint to the leader.
+    follower = next(node_id for node_id in quorum.nodes if node_id != leader)
+    hinted = subprocess.run(
+        [sys.executable, "-m", "kraft.cli", "quorum", "describe", "--bootstrap",
+         quorum.addresses[follower], "--status", "--json"],
+        capture_output=True, text=True, timeout=TIMEOUT_S, check=False,
+    )
+    assert hinted.returncode == 0, hinted.stderr
+    assert json.loads(hinted.stdout)["leader_id"] == leader

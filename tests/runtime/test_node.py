@@ -1,0 +1,105 @@
+"""``RaftNode`` embedded: listeners registered before ``start()``, and a node configured with
+metrics but without the ``metrics`` extra, which must stop before it joins the quorum."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kraft.config import Endpoint, QuorumConfig
+from kraft.errors import LogDirectoryError
+from kraft.log.file import FileLog
+from kraft.log.meta_properties import CLUSTER_METADATA_DIR, format_storage, random_uuid
+from kraft.log.quorum_state import QUORUM_STATE_FILE
+from kraft.metrics import MetricsExtraMissingError
+from kraft.raft.listeners import BatchReader, LeaderAndEpoch, Listener, SnapshotReaderLike
+from kraft.record.serde import StrSerde
+from kraft.runtime.node import RaftNode
+
+TIMEOUT_S = 30.0
+
+
+class Watcher(Listener[str]):
+    """Keeps the leader changes and committed records it is told of, and wakes a waiter."""
+
+    def __init__(self) -> None:
+        self.changed = threading.Condition()
+        self.leaders: list[LeaderAndEpoch] = []
+        self.records: list[str] = []
+
+    def handle_commit(self, reader: BatchReader[str]) -> None:
+        with reader, self.changed:
+            for batch in reader:
+                self.records.extend(batch.records)
+            self.changed.notify_all()
+
+    def wait_for_records(self, records: list[str]) -> bool:
+        with self.changed:
+            return self.changed.wait_for(lambda: self.records == records, TIMEOUT_S)
+
+    def handle_load_snapshot(self, reader: SnapshotReaderLike[str]) -> None:
+        reader.close()
+
+    def handle_leader_change(self, leader: LeaderAndEpoch) -> None:
+        with self.changed:
+            self.leaders.append(leader)
+            self.changed.notify_all()
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Iterator[Path]:
+    directory = tmp_path / "node-1"
+    format_storage(directory, random_uuid(), node_id=1)
+    yield directory
+
+
+def _lone_voter(data_dir: Path, prometheus: Endpoint | None = None) -> RaftNode[str]:
+    config = QuorumConfig(voters={1: Endpoint("127.0.0.1", 0)}, append_linger_ms=0)
+    return RaftNode(node_id=1, data_dir=data_dir, config=config, serde=StrSerde(),
+                    prometheus=prometheus, shutdown_timeout_ms=500)
+
+
+def test_a_listener_registered_before_start_hears_from_the_first_poll_on(
+    data_dir: Path,
+) -> None:
+    node = _lone_voter(data_dir)
+    early = Watcher()
+    node.register(early)
+    with node:
+        with early.changed:
+            assert early.changed.wait_for(
+                lambda: any(leader.is_leader(1) for leader in early.leaders), TIMEOUT_S
+            ), early.leaders
+        late = Watcher()
+        node.register(late)   # after start: registered at once
+        epoch = early.leaders[-1].epoch
+        node.client.prepare_append(epoch, ["a", "b"])
+        node.client.schedule_prepared_append()
+        for watcher in (early, late):
+            assert watcher.wait_for_records(["a", "b"]), watcher.records
+
+
+def test_metrics_without_the_extra_stop_the_node_before_it_joins_the_quorum(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)  # `import` raises ImportError
+    node = _lone_voter(data_dir, prometheus=Endpoint("127.0.0.1", 0))
+    with pytest.raises(MetricsExtraMissingError, match="metrics"):
+        node.start()
+    assert not node.is_running
+    # Neither the quorum state nor the log was ever opened: no vote, no election, no lock.
+    assert not (data_dir / QUORUM_STATE_FILE).exists()
+    assert sorted(p.name for p in (data_dir / CLUSTER_METADATA_DIR).iterdir()) == []
+
+
+def test_a_second_node_on_the_same_data_directory_is_named_as_such(data_dir: Path) -> None:
+    """The same configuration started twice: the second finds the log directory locked."""
+    with FileLog.open(data_dir / CLUSTER_METADATA_DIR):   # the first process's log
+        node = _lone_voter(data_dir)
+        with pytest.raises(LogDirectoryError, match="node 1 is running already"):
+            node.start()
+        assert not node.is_running
