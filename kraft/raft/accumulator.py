@@ -1,4 +1,4 @@
-"""The leader's append buffer: Kafka's ``BatchAccumulator`` (KRAFT-BEHAVIOUR §1.10), sans-IO.
+"""The leader's append buffer: Kafka's ``BatchAccumulator`` (KIP-595), sans-IO.
 
 Theory of operation
 -------------------
@@ -10,8 +10,8 @@ epoch ends (which drops whatever was not drained). Records flow one way::
 
 - ``append`` serializes each record once (the serde call is the only per-record work that
   cannot be per batch), computes the exact encoded size of the records in the current batch,
-  and adds them to it. The records of one append never split across batches (KRAFT-BEHAVIOUR
-  §2, "the records of one prepareAppend stay within one Batch"): if they do not fit, the
+  and adds them to it. The records of one append never split across batches (Kafka's
+  ``RaftClient.prepareAppend``: its records stay within one ``Batch``): if they do not fit, the
   current batch is completed and they start a new one; if they cannot fit even in an empty
   batch, :class:`~kraft.errors.RecordBatchTooLargeError` and nothing is appended.
 - A batch is *completed* (its v2 bytes encoded, once) when an append does not fit in it, when
@@ -48,7 +48,7 @@ Size accounting
 KRaft's data records have a null key, no headers and the batch's timestamp, so a value of
 ``L`` bytes at offset delta ``d`` takes ``body + varint(body)`` bytes with
 ``body = 4 + varint(d) + varint(L) + L`` (the 4 single bytes: attributes, timestamp delta 0,
-key length -1, header count 0; KRAFT-BEHAVIOUR §1.13). The accumulator sums this exactly, so
+key length -1, header count 0; docs/storage.md). The accumulator sums this exactly, so
 ``max_batch_size_bytes`` bounds the real encoded batch (61-byte header included) and the size
 it predicts is the length of the bytes ``encode_batch`` later builds.
 

@@ -1,4 +1,4 @@
-"""What the Raft core needs from the outside world, as protocols (DESIGN §2).
+"""What the Raft core needs from the outside world, as protocols.
 
 The core never reads a clock, opens a socket or waits on a thread: a :class:`Clock`, a
 :class:`NetworkChannel` and a :class:`RaftMessageQueue` are handed to it. The runtime
