@@ -64,10 +64,8 @@ from kraft.protocol.messages import (
     RESPONSE_TYPE_FOR,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
-    DescribeQuorumNode,
     DescribeQuorumRequest,
     DescribeQuorumResponse,
-    Endpoint,
     EndQuorumEpochRequest,
     EndQuorumEpochResponse,
     FetchRequest,
@@ -75,37 +73,38 @@ from kraft.protocol.messages import (
     FetchSnapshotRequest,
     FetchSnapshotResponse,
     NodeEndpoint,
-    PreferredCandidate,
     Request,
     Response,
     VoteRequest,
     VoteResponse,
 )
-from kraft.protocol.messages import ReplicaState as WireReplicaState
 from kraft.raft.accumulator import NOTHING_TO_DRAIN_MS, AppendLock, BatchAccumulator
 from kraft.raft.channel import (
     NO_METRICS,
     Clock,
-    InboundMessage,
     MetricsRecorder,
     NetworkChannel,
     RaftMessageQueue,
 )
+from kraft.raft.describe import describe_quorum
 from kraft.raft.fetch_server import FetchServer
-from kraft.raft.leader import LeaderState, ReplicaState
+from kraft.raft.leader import LeaderState
 from kraft.raft.listener_registry import ListenerRegistry
 from kraft.raft.listeners import LeaderAndEpoch, Listener
 from kraft.raft.quorum import QuorumState
+from kraft.raft.quorum_epoch import QuorumEpochRpcs
 from kraft.raft.replica_fetcher import ReplicaFetcher
 from kraft.raft.requests import RequestManager
 from kraft.raft.rpc import (
-    LISTENER_NAME,
     directory_or_none,
+    endpoints_from_response,
+    epoch_response,
     error_name,
-    leader_node_endpoints,
+    is_valid_voter_key,
     leader_or_none,
+    valid_cluster_id,
     valid_topic_partition,
-    wire_leader_id,
+    validate_voter_only,
 )
 from kraft.raft.states import (
     NO_DEADLINE,
@@ -133,9 +132,6 @@ RETRY_BACKOFF_BASE_MS = 100
 
 _NONE = Errors.NONE.value
 
-_EpochResponseT = TypeVar(
-    "_EpochResponseT", VoteResponse, BeginQuorumEpochResponse, EndQuorumEpochResponse
-)
 #: Every response the client expects: a request kraft sends is answered by one of these.
 _ExpectedResponse = (
     VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse
@@ -245,6 +241,10 @@ class KafkaRaftClient(Generic[T]):
         self._listeners: ListenerRegistry[T] = ListenerRegistry(
             log, serde, queue.wakeup, clock, metrics
         )
+        self._quorum_epoch_rpcs: QuorumEpochRpcs[T] = QuorumEpochRpcs(
+            self.quorum, config, self._maybe_transition
+        )
+        epoch_rpcs = self._quorum_epoch_rpcs
         self._shutdown: _Shutdown | None = None
         self._initialized = False
         self._next_clean_ms = 0
@@ -261,8 +261,8 @@ class KafkaRaftClient(Generic[T]):
         self._request_handlers = {
             FetchRequest: self._fetch_server.handle_fetch,
             VoteRequest: self._handle_vote_request,
-            BeginQuorumEpochRequest: self._handle_begin_quorum_epoch_request,
-            EndQuorumEpochRequest: self._handle_end_quorum_epoch_request,
+            BeginQuorumEpochRequest: epoch_rpcs.handle_begin_quorum_epoch_request,
+            EndQuorumEpochRequest: epoch_rpcs.handle_end_quorum_epoch_request,
             FetchSnapshotRequest: self._fetch_server.handle_fetch_snapshot,
             DescribeQuorumRequest: self._handle_describe_quorum_request,
         }
@@ -275,8 +275,12 @@ class KafkaRaftClient(Generic[T]):
                 epoch_named, self._handle_vote_response,
                 top_level_error=self._handle_vote_top_level_error,
             ),
-            BeginQuorumEpochResponse: _ResponseKind(epoch_named, self._acknowledged),
-            EndQuorumEpochResponse: _ResponseKind(epoch_named, self._end_quorum_acknowledged),
+            BeginQuorumEpochResponse: _ResponseKind(
+                epoch_named, epoch_rpcs.handle_begin_quorum_epoch_response
+            ),
+            EndQuorumEpochResponse: _ResponseKind(
+                epoch_named, epoch_rpcs.handle_end_quorum_epoch_response
+            ),
             FetchSnapshotResponse: _ResponseKind(
                 fetch_named, self._fetcher.handle_fetch_snapshot_response,
                 own_errors=frozenset({
@@ -573,7 +577,7 @@ class KafkaRaftClient(Generic[T]):
         until_drain = self._maybe_append_batches(state, now)
         if state.begin_quorum_epoch_due(now):
             self._maybe_send_requests(
-                now, state.other_voters(), self._build_begin_quorum_epoch
+                now, state.other_voters(), self._quorum_epoch_rpcs.build_begin_quorum_epoch
             )
             state.reset_begin_quorum_epoch_timer(now)
         until_heartbeat = state.begin_quorum_epoch_deadline_ms - now
@@ -640,8 +644,9 @@ class KafkaRaftClient(Generic[T]):
 
 
     def _poll_resigned(self, state: ResignedState, now: int) -> int:
+        build = self._quorum_epoch_rpcs.build_end_quorum_epoch
         until_end = self._maybe_send_requests(
-            now, sorted(state.unacknowledged), lambda dest: self._build_end_quorum_epoch(state)
+            now, sorted(state.unacknowledged), lambda dest: build(state)
         )
         if self._shutdown is not None:
             until_state = self._shutdown_remaining(now)
@@ -906,33 +911,6 @@ class KafkaRaftClient(Generic[T]):
             voter_id=destination,
         )
 
-    def _own_endpoints(self) -> tuple[Endpoint, ...]:
-        if self.local_id is None:
-            return ()
-        return tuple(
-            Endpoint(name, host, port)
-            for name, host, port in self.quorum.leader_endpoints(self.local_id)
-        )
-
-    def _build_begin_quorum_epoch(self, destination: int) -> BeginQuorumEpochRequest:
-        assert self.local_id is not None
-        return BeginQuorumEpochRequest(
-            leader_id=self.local_id,
-            leader_epoch=self.quorum.epoch,
-            voter_id=destination,
-            leader_endpoints=self._own_endpoints(),
-        )
-
-    def _build_end_quorum_epoch(self, state: ResignedState) -> EndQuorumEpochRequest:
-        return EndQuorumEpochRequest(
-            leader_id=state.local_id,
-            leader_epoch=state.epoch,
-            preferred_candidates=tuple(
-                PreferredCandidate(candidate) for candidate in state.preferred_successors
-            ),
-            leader_endpoints=self._own_endpoints(),
-        )
-
     # =============================================================================================
     # Requests
     # =============================================================================================
@@ -941,7 +919,7 @@ class KafkaRaftClient(Generic[T]):
 
     def _handle_request(self, request: InboundRequest, now: int) -> None:
         body = request.body
-        if not self._valid_cluster_id(request.cluster_id):
+        if not valid_cluster_id(self.cluster_id, request.cluster_id):
             logger.warning("refusing %s from %d: cluster id %r is not ours (%r)",
                            type(body).__name__, request.source, request.cluster_id,
                            self.cluster_id)
@@ -961,45 +939,9 @@ class KafkaRaftClient(Generic[T]):
         if response is not None:
             self._respond(request, response)
 
-    def _valid_cluster_id(self, cluster_id: str | None) -> bool:
-        # Kafka: a missing id is accepted; any other value must equal ours (an empty one never
-        # does).
-        if cluster_id is None:
-            return True
-        return cluster_id != "" and (self.cluster_id is None or cluster_id == self.cluster_id)
-
-    def _is_valid_voter_key(self, voter_id: int, voter_directory_id: uuid.UUID) -> bool:
-        if voter_id < 0:
-            return True  # not sent (v0): any replica
-        if self.local_id is None or voter_id != self.local_id:
-            return False
-        directory = directory_or_none(voter_directory_id)
-        return (
-            directory is None
-            or self.local_directory_id is None
-            or directory == self.local_directory_id
-        )
-
-    def _validate_voter_only(self, remote_id: int, epoch: int) -> Errors | None:
-        if epoch < self.quorum.epoch:
-            return Errors.FENCED_LEADER_EPOCH
-        if remote_id < 0:
-            return Errors.INVALID_REQUEST
-        return None
-
     # -- Vote -------------------------------------------------------------------------------------
-    def _epoch_response(self, kind: type[_EpochResponseT], error: Errors) -> _EpochResponseT:
-        """A Vote/BeginQuorumEpoch/EndQuorumEpoch answer: the error, and what this replica
-        knows of the leader and epoch."""
-        return kind(
-            partition_error_code=error,
-            leader_id=wire_leader_id(self.quorum),
-            leader_epoch=self.quorum.epoch,
-            node_endpoints=leader_node_endpoints(self.quorum),
-        )
-
     def _vote_response(self, error: Errors, granted: bool) -> VoteResponse:
-        response = self._epoch_response(VoteResponse, error)
+        response = epoch_response(self.quorum, VoteResponse, error)
         return msgspec.structs.replace(response, vote_granted=granted) if granted else response
 
     def _invalid_vote_request(self, body: VoteRequest) -> VoteResponse | None:
@@ -1012,7 +954,7 @@ class KafkaRaftClient(Generic[T]):
             body.pre_vote and body.last_offset_epoch > body.replica_epoch
         ):
             return self._vote_response(Errors.INVALID_REQUEST, False)
-        error = self._validate_voter_only(body.replica_id, body.replica_epoch)
+        error = validate_voter_only(self.quorum, body.replica_id, body.replica_epoch)
         return None if error is None else self._vote_response(error, False)
 
     def _handle_vote_request(
@@ -1023,7 +965,7 @@ class KafkaRaftClient(Generic[T]):
             return invalid
         if body.replica_epoch > self.quorum.epoch:
             self._transition_to_unattached(body.replica_epoch, None, now)
-        if not self._is_valid_voter_key(body.voter_id, body.voter_directory_id):
+        if not is_valid_voter_key(self.quorum, body.voter_id, body.voter_directory_id):
             logger.info("vote request for voter %d, not this replica", body.voter_id)
             return self._vote_response(Errors.INVALID_VOTER_KEY, False)
         candidate = ReplicaKey(body.replica_id, directory_or_none(body.replica_directory_id))
@@ -1044,122 +986,11 @@ class KafkaRaftClient(Generic[T]):
         return self._vote_response(Errors.NONE, granted)
 
 
-    # -- BeginQuorumEpoch, EndQuorumEpoch ------------------------------------------------------
-    def _adopt_announced_leader(
-        self, body: BeginQuorumEpochRequest | EndQuorumEpochRequest, now: int
-    ) -> Errors | None:
-        """What Begin- and EndQuorumEpoch share: voter-only validation, then follow the leader
-        they name (its endpoints from the request, else from the voter set, as Kafka does).
-        Returns the error to answer with, or None."""
-        error = self._validate_voter_only(body.leader_id, body.leader_epoch)
-        if error is not None:
-            return error
-        endpoints = tuple((e.name, e.host, e.port) for e in body.leader_endpoints) or (
-            self.quorum.leader_endpoints(body.leader_id)
-        )
-        if not self._maybe_transition(body.leader_id, body.leader_epoch, endpoints, now):
-            return Errors.INVALID_REQUEST
-        return None
-
-    def _handle_begin_quorum_epoch_request(
-        self, request: InboundRequest, body: BeginQuorumEpochRequest, now: int
-    ) -> BeginQuorumEpochResponse:
-        if not valid_topic_partition(body):
-            return BeginQuorumEpochResponse(error_code=Errors.INVALID_REQUEST)
-        error = self._adopt_announced_leader(body, now)
-        if error is None and not self._is_valid_voter_key(body.voter_id, body.voter_directory_id):
-            logger.info("BeginQuorumEpoch for voter %d, not this replica", body.voter_id)
-            error = Errors.INVALID_VOTER_KEY
-        return self._epoch_response(BeginQuorumEpochResponse, error or Errors.NONE)
-
-    def _handle_end_quorum_epoch_request(
-        self, request: InboundRequest, body: EndQuorumEpochRequest, now: int
-    ) -> EndQuorumEpochResponse:
-        if not valid_topic_partition(body):
-            return EndQuorumEpochResponse(error_code=Errors.INVALID_REQUEST)
-        error = self._adopt_announced_leader(body, now)
-        if error is not None:
-            return self._epoch_response(EndQuorumEpochResponse, error)
-        state = self.quorum.state
-        if isinstance(state, FollowerState) and state.leader_id == body.leader_id:
-            backoff = self._end_epoch_election_backoff(body.preferred_candidates)
-            logger.debug("leader %d resigned epoch %d: election in %d ms", body.leader_id,
-                         body.leader_epoch, backoff)
-            state.fetch_deadline_ms = now + backoff
-        return self._epoch_response(EndQuorumEpochResponse, Errors.NONE)
-
-    def _end_epoch_election_backoff(self, candidates: Sequence[PreferredCandidate]) -> int:
-        """Kafka's ``endEpochElectionBackoff``: the best successor goes first, the others
-        back off exponentially by position, and a replica not named waits the maximum."""
-        backoff_max = self.config.election_backoff_max_ms
-        position = len(candidates)
-        for i, candidate in enumerate(candidates):
-            directory = directory_or_none(candidate.candidate_directory_id)
-            if candidate.candidate_id == self.local_id and (
-                directory is None or directory == self.local_directory_id
-            ):
-                position = i
-                break
-        if position == 0:
-            return 0
-        if position >= len(candidates):
-            return backoff_max
-        base = backoff_max >> (len(candidates) - 1)
-        return min(backoff_max, base << (position - 1))
-
-    # -- Fetch (leader side) -----------------------------------------------------------------------
-
     # -- DescribeQuorum ---------------------------------------------------------------------------
     def _handle_describe_quorum_request(
         self, request: InboundRequest, body: DescribeQuorumRequest, now: int
     ) -> DescribeQuorumResponse:
-        if not valid_topic_partition(body):
-            return DescribeQuorumResponse(
-                partition_error_code=Errors.UNKNOWN_TOPIC_OR_PARTITION
-            )
-        state = self.quorum.state
-        if not isinstance(state, LeaderState):
-            return DescribeQuorumResponse(
-                partition_error_code=Errors.NOT_LEADER_OR_FOLLOWER,
-                leader_id=wire_leader_id(self.quorum),
-                leader_epoch=self.quorum.epoch,
-            )
-        wall = self.clock.wall_ms()
-
-        def to_wall(timestamp_ms: int) -> int:
-            return -1 if timestamp_ms < 0 else wall - (now - timestamp_ms)
-
-        def describe(replica: ReplicaState, local: bool) -> WireReplicaState:
-            end_offset = self.log.log_end_offset if local else replica.end_offset
-            return WireReplicaState(
-                replica_id=replica.key.id,
-                replica_directory_id=replica.key.directory_id or ZERO_UUID,
-                log_end_offset=-1 if end_offset is None else end_offset,
-                last_fetch_timestamp=wall if local else to_wall(replica.last_fetch_timestamp_ms),
-                last_caught_up_timestamp=(
-                    wall if local else to_wall(replica.last_caught_up_timestamp_ms)
-                ),
-            )
-
-        voters = tuple(
-            describe(state.voter_states[v], v == self.local_id) for v in sorted(state.voters)
-        )
-        observers = tuple(
-            describe(o, False) for o in sorted(state.active_observers(now), key=lambda o: o.key.id)
-        )
-        nodes = tuple(
-            DescribeQuorumNode(v, tuple(Endpoint(*e) for e in self.quorum.leader_endpoints(v)))
-            for v in sorted(state.voters)
-        )
-        return DescribeQuorumResponse(
-            leader_id=state.local.id,
-            leader_epoch=state.epoch,
-            high_watermark=-1 if state.high_watermark is None else state.high_watermark,
-            current_voters=voters,
-            observers=observers,
-            nodes=nodes,
-        )
-
+        return describe_quorum(body, self.quorum, self.log, now, self.clock.wall_ms())
 
     # =============================================================================================
     # Responses
@@ -1202,7 +1033,7 @@ class KafkaRaftClient(Generic[T]):
         leader = leader_or_none(wire_leader)
         error = body.partition_error_code
         handled = self._maybe_handle_common_response(
-            error, leader, epoch, self._endpoints_from_response(nodes, leader), now
+            error, leader, epoch, endpoints_from_response(self.quorum, nodes, leader), now
         )
         if handled is not None:
             return handled
@@ -1211,17 +1042,6 @@ class KafkaRaftClient(Generic[T]):
                          type(body).__name__, response.source)
             return False
         return kind.handle(response, body, leader, now)
-
-    def _endpoints_from_response(
-        self, nodes: tuple[NodeEndpoint, ...], leader_id: int | None
-    ) -> Endpoints:
-        if leader_id is None:
-            return ()
-        endpoints = tuple(
-            (LISTENER_NAME, node.host, node.port) for node in nodes if node.node_id == leader_id
-        )
-        # The static voter set knows every voter's address (Kafka's v0 behaviour).
-        return endpoints or self.quorum.leader_endpoints(leader_id)
 
     def _handle_top_level_error(self, error: int, response: InboundResponse) -> bool:
         if error == Errors.BROKER_NOT_AVAILABLE:
@@ -1325,24 +1145,6 @@ class KafkaRaftClient(Generic[T]):
         )
 
     # -- BeginQuorumEpoch, EndQuorumEpoch --------------------------------------------------------
-
-    # -- BeginQuorumEpoch, EndQuorumEpoch --------------------------------------------------------
-    def _acknowledged(
-        self, response: InboundResponse, body: BeginQuorumEpochResponse, leader: int | None,
-        now: int,
-    ) -> bool:
-        """A BeginQuorumEpoch (heartbeat) answered NONE: acknowledged, nothing to do."""
-        return True
-
-    def _end_quorum_acknowledged(
-        self, response: InboundResponse, body: EndQuorumEpochResponse, leader: int | None,
-        now: int,
-    ) -> bool:
-        """A Resigned replica stops resending EndQuorumEpoch to a voter that acknowledged."""
-        state = self.quorum.state
-        if isinstance(state, ResignedState):
-            state.unacknowledged.discard(response.source)
-        return True
 
     # =============================================================================================
     # Listeners

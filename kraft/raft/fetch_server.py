@@ -200,7 +200,7 @@ class FetchServer(Generic[T]):
             self._log.update_high_watermark(high_watermark)
         logger.debug("epoch %d: high watermark %d", state.epoch, high_watermark)
 
-    # -- the purgatory -------------------------------------------------------------------------------
+    # -- the purgatory ---------------------------------------------------------------------------
     def complete_parked(self, now: int) -> None:
         """Answer the parked fetches that have news: records past their offset or (KIP-1166)
         a high watermark past theirs. Answering one may move the high watermark again, which
@@ -247,7 +247,7 @@ class FetchServer(Generic[T]):
         for parked in self._purgatory.drain():
             self._respond(parked.request, self.fetch_response(Errors.NOT_LEADER_OR_FOLLOWER))
 
-    # -- FetchSnapshot -------------------------------------------------------------------------------
+    # -- FetchSnapshot ----------------------------------------------------------------------------
     def handle_fetch_snapshot(
         self, request: InboundRequest, body: FetchSnapshotRequest, now: int
     ) -> FetchSnapshotResponse:

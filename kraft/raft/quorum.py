@@ -213,7 +213,8 @@ class QuorumState(Generic[T]):
 
     # -- startup -----------------------------------------------------------------------------
     def initialize(self, log_last_epoch: int, now_ms: int) -> None:
-        """Restore the state from the store and the log (Kafka's startup rules, in order; see docs/protocol.md)."""
+        """Restore the state from the store and the log (Kafka's startup rules, in the order
+        docs/protocol.md lists them)."""
         stored = self.store.read_election_state() or ElectionState(0)
         local = self.local_key
         if stored.voted_id is not None and local is None:

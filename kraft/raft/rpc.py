@@ -1,33 +1,51 @@
 """What the client's RPC handlers share: the wire's view of the leader, and the common checks.
 
-The requests are served by ``KafkaRaftClient`` (Vote, BeginQuorumEpoch, EndQuorumEpoch,
-DescribeQuorum) and by ``FetchServer`` (Fetch, FetchSnapshot); both answer with the leader
-and epoch this replica knows, validate the topic-partition, and (for the leader-only RPCs)
-apply Kafka's leader-only validation. Those rules live here, once.
+The requests are served by ``KafkaRaftClient`` (Vote, BeginQuorumEpoch, EndQuorumEpoch),
+``describe_quorum`` and ``FetchServer`` (Fetch, FetchSnapshot); each answers with the leader
+and epoch this replica knows and validates the topic-partition, and Kafka's voter-only and
+leader-only validations apply to several of them. Those rules live here, once, as functions
+of the :class:`~kraft.raft.quorum.QuorumState`.
 """
 
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, TypeVar
 
 from kraft.common.uuids import ZERO_UUID
 from kraft.protocol.api import METADATA_PARTITION_INDEX, METADATA_TOPIC_NAME
 from kraft.protocol.errors import Errors
-from kraft.protocol.messages import NodeEndpoint, Request, Response
+from kraft.protocol.messages import (
+    BeginQuorumEpochResponse,
+    EndQuorumEpochResponse,
+    NodeEndpoint,
+    Request,
+    Response,
+    VoteResponse,
+)
 from kraft.raft.leader import LeaderState
 from kraft.raft.quorum import QuorumState
+from kraft.raft.states import Endpoints
 
 __all__ = [
     "LISTENER_NAME",
     "directory_or_none",
+    "endpoints_from_response",
+    "epoch_response",
     "error_name",
+    "is_valid_voter_key",
     "leader_node_endpoints",
     "leader_or_none",
     "valid_topic_partition",
+    "valid_cluster_id",
     "validate_leader_only",
+    "validate_voter_only",
     "wire_leader_id",
 ]
+
+_EpochResponseT = TypeVar(
+    "_EpochResponseT", VoteResponse, BeginQuorumEpochResponse, EndQuorumEpochResponse
+)
 
 #: The listener name kraft gives the endpoints it learns from a response's NodeEndpoints.
 LISTENER_NAME = "CONTROLLER"
@@ -88,3 +106,60 @@ def validate_leader_only(
     if shutting_down:
         return Errors.BROKER_NOT_AVAILABLE
     return None
+
+
+def validate_voter_only(quorum: QuorumState[Any], remote_id: int, epoch: int) -> Errors | None:
+    """Kafka's ``validateVoterOnlyRequest``: the error to answer with, or None."""
+    if epoch < quorum.epoch:
+        return Errors.FENCED_LEADER_EPOCH
+    if remote_id < 0:
+        return Errors.INVALID_REQUEST
+    return None
+
+
+def valid_cluster_id(ours: str | None, theirs: str | None) -> bool:
+    """Kafka: a missing id is accepted; any other value must equal ours (an empty one never
+    does). A replica without a cluster id accepts any non-empty one."""
+    if theirs is None:
+        return True
+    return theirs != "" and (ours is None or theirs == ours)
+
+
+def is_valid_voter_key(
+    quorum: QuorumState[Any], voter_id: int, voter_directory_id: uuid.UUID
+) -> bool:
+    """Whether a request meant for voter (``voter_id``, ``voter_directory_id``) is meant for
+    this replica (KIP-853); a voter id that was not sent (v0) matches any replica."""
+    if voter_id < 0:
+        return True
+    if quorum.local_id is None or voter_id != quorum.local_id:
+        return False
+    directory = directory_or_none(voter_directory_id)
+    local_directory = quorum.local_directory_id
+    return directory is None or local_directory is None or directory == local_directory
+
+
+def epoch_response(
+    quorum: QuorumState[Any], kind: type[_EpochResponseT], error: Errors
+) -> _EpochResponseT:
+    """A Vote/BeginQuorumEpoch/EndQuorumEpoch answer: the error, and what this replica knows
+    of the leader and epoch."""
+    return kind(
+        partition_error_code=error,
+        leader_id=wire_leader_id(quorum),
+        leader_epoch=quorum.epoch,
+        node_endpoints=leader_node_endpoints(quorum),
+    )
+
+
+def endpoints_from_response(
+    quorum: QuorumState[Any], nodes: tuple[NodeEndpoint, ...], leader_id: int | None
+) -> Endpoints:
+    """The endpoints a response gives for the leader it names."""
+    if leader_id is None:
+        return ()
+    endpoints = tuple(
+        (LISTENER_NAME, node.host, node.port) for node in nodes if node.node_id == leader_id
+    )
+    # The static voter set knows every voter's address (Kafka's v0 behaviour).
+    return endpoints or quorum.leader_endpoints(leader_id)

@@ -57,7 +57,7 @@ def _unattached_grant(
     log_up_to_date: bool,
     pre_vote: bool,
 ) -> bool:
-    """Vote granting for a replica with no leader to follow (Unattached, and Prospective like it)."""
+    """Vote granting for a replica with no leader to follow (Unattached; Prospective alike)."""
     if pre_vote:
         return log_up_to_date
     if voted_key is not None:
