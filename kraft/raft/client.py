@@ -1,42 +1,25 @@
 """``KafkaRaftClient``: KRaft's replica state machine, sans-IO, driven by :meth:`poll`.
 
-Theory of operation
--------------------
-The client owns one replica of the metadata log. Everything from outside is injected (see
-"How a poll works" in docs/protocol.md): a :class:`~kraft.raft.channel.Clock`, a
-``random.Random``, a :class:`~kraft.raft.channel.NetworkChannel` for what it sends, a
+The client owns one replica of the metadata log. Everything from outside is injected: a
+:class:`~kraft.raft.channel.Clock`, a ``random.Random``, a
+:class:`~kraft.raft.channel.NetworkChannel` for what it sends, a
 :class:`~kraft.raft.channel.RaftMessageQueue` for what it receives, a
 :class:`~kraft.log.api.ReplicatedLog`, a :class:`~kraft.log.quorum_state.QuorumStateStore`
 and the user's :class:`~kraft.record.serde.RecordSerde`. Nothing here reads a clock, opens a
 socket, sleeps or starts a thread; the caller of :meth:`poll` decides when time passes.
 
-This module keeps polling, the state transitions and their side effects, elections, and the
-dispatch of messages; each other part owns its own state in its own module:
-:class:`~kraft.raft.fetch_server.FetchServer` (the leader's Fetch and FetchSnapshot, with the
-purgatory), :class:`~kraft.raft.replica_fetcher.ReplicaFetcher` (a follower's replication and
-snapshot downloads), :class:`~kraft.raft.listener_registry.ListenerRegistry` (the listeners),
-:class:`~kraft.raft.quorum.QuorumState` (the states and their transitions).
-
-One :meth:`poll`:
-
-1. completes a requested shutdown when it may (telling every listener ``begin_shutdown`` the
-   first time);
-2. runs the current state's timers and sends what they call for (``_poll_leader``,
-   ``_poll_follower``, ...: election timeout, fetch timeout, check-quorum, linger, heartbeats,
-   EndQuorumEpoch retries, one request in flight per destination);
-3. expires parked Fetch requests whose long-poll wait is over;
-4. takes at most one inbound message from the queue (waiting at most until the next deadline)
-   and handles it: a request is validated and answered (a Fetch may be parked), a response is
-   dropped unless it answers the request in flight to its source; then it answers the parked
-   fetches the message gave news to;
-5. delivers newly committed batches and leader changes to the listeners.
-
-It returns the milliseconds until it next needs to run: 0 after it handled a message (state
-may have changed), otherwise the time to the nearest deadline.
-
-Every rule here is Kafka's ``KafkaRaftClient`` (KIP-595, KIP-996, KIP-630, KIP-853,
-KIP-1166); docs/protocol.md maps each rule to its code and lists the places where kraft
-deliberately differs, marked "kraft:" in comments below.
+This module keeps polling, the state transitions with their side effects, elections, and the
+dispatch of messages (one table per message type). The other parts own their state in their
+own modules: ``FetchServer`` (the leader's Fetch and FetchSnapshot, and the purgatory),
+``ReplicaFetcher`` (a follower's replication and snapshot downloads), ``ListenerRegistry``,
+``QuorumState`` (the states and the transition table), ``QuorumEpochRpcs``,
+``ResponsePrologue`` and ``GracefulShutdown``. One :meth:`poll` does, in order: a requested
+shutdown; the current state's timers; expired long polls; at most one inbound message (then
+the parked fetches it gave news to, or a follower's next Fetch); the listeners. It returns
+the milliseconds until it next needs to run. docs/protocol.md describes a poll step by step,
+follows a Fetch through these modules, and maps every rule (Kafka's ``KafkaRaftClient``:
+KIP-595, KIP-996, KIP-630, KIP-853, KIP-1166) to its code; the places where kraft deliberately
+differs are listed there and marked "kraft:" in comments.
 """
 
 from __future__ import annotations
@@ -46,8 +29,7 @@ import random
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any, Generic, TypeVar
 
 import msgspec
 
@@ -72,7 +54,6 @@ from kraft.protocol.messages import (
     FetchResponse,
     FetchSnapshotRequest,
     FetchSnapshotResponse,
-    NodeEndpoint,
     Request,
     Response,
     VoteRequest,
@@ -95,17 +76,21 @@ from kraft.raft.quorum import QuorumState
 from kraft.raft.quorum_epoch import QuorumEpochRpcs
 from kraft.raft.replica_fetcher import ReplicaFetcher
 from kraft.raft.requests import RequestManager
+from kraft.raft.response_prologue import (
+    ResponseKind,
+    ResponsePrologue,
+    named_leader_of_epoch_response,
+    named_leader_of_fetch_response,
+)
 from kraft.raft.rpc import (
     directory_or_none,
-    endpoints_from_response,
     epoch_response,
-    error_name,
     is_valid_voter_key,
-    leader_or_none,
     valid_cluster_id,
     valid_topic_partition,
     validate_voter_only,
 )
+from kraft.raft.shutdown import GracefulShutdown
 from kraft.raft.states import (
     NO_DEADLINE,
     CandidateState,
@@ -132,12 +117,6 @@ RETRY_BACKOFF_BASE_MS = 100
 
 _NONE = Errors.NONE.value
 
-#: Every response the client expects: a request kraft sends is answered by one of these.
-_ExpectedResponse = (
-    VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse
-    | FetchSnapshotResponse
-)
-
 
 def bootstrap_server_id(index: int) -> int:
     """The destination id of ``QuorumConfig.bootstrap_servers[index]``: -2, -3, ...
@@ -145,41 +124,6 @@ def bootstrap_server_id(index: int) -> int:
     Requests to a bootstrap server go to these negative ids; -1 stays "no id".
     """
     return -2 - index
-
-
-def _named_leader_of_epoch_response(
-    body: VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse,
-) -> tuple[int, int, tuple[NodeEndpoint, ...]]:
-    return body.leader_id, body.leader_epoch, body.node_endpoints
-
-
-def _named_leader_of_fetch_response(
-    body: FetchResponse | FetchSnapshotResponse,
-) -> tuple[int, int, tuple[NodeEndpoint, ...]]:
-    leader = body.current_leader
-    return leader.leader_id, leader.leader_epoch, body.node_endpoints
-
-
-class _ResponseKind(NamedTuple):
-    """How the client handles one type of response (see ``_handle_response``)."""
-
-    #: The leader id, epoch and endpoints the response names (the prologue's input).
-    named_leader: Callable[[Any], tuple[int, int, tuple[NodeEndpoint, ...]]]
-    #: The API's own handling, past the prologue: ``(response, body, leader, now) -> ok``.
-    handle: Callable[[InboundResponse, Any, int | None, int], bool]
-    #: Partition errors the handler deals with itself; any other is unexpected.
-    own_errors: frozenset[int] = frozenset()
-    #: A top-level error the API handles itself (else the common handling): ``-> ok``.
-    top_level_error: Callable[[InboundResponse, int, int], bool | None] | None = None
-
-
-@dataclass(slots=True)
-class _Shutdown:
-    """A graceful shutdown in progress (Kafka's ``GracefulShutdown``)."""
-
-    deadline_ms: int
-    future: Future[None]
-    listeners_told: bool = False
 
 
 class KafkaRaftClient(Generic[T]):
@@ -245,7 +189,7 @@ class KafkaRaftClient(Generic[T]):
             self.quorum, config, self._maybe_transition
         )
         epoch_rpcs = self._quorum_epoch_rpcs
-        self._shutdown: _Shutdown | None = None
+        self._shutdown: GracefulShutdown | None = None
         self._initialized = False
         self._next_clean_ms = 0
         # Dispatch tables, built once: per epoch state, per request and per response type.
@@ -266,22 +210,25 @@ class KafkaRaftClient(Generic[T]):
             FetchSnapshotRequest: self._fetch_server.handle_fetch_snapshot,
             DescribeQuorumRequest: self._handle_describe_quorum_request,
         }
-        epoch_named = _named_leader_of_epoch_response
-        fetch_named = _named_leader_of_fetch_response
+        self._prologue = ResponsePrologue(
+            self.quorum, self._maybe_transition, self._transition_to_follower
+        )
+        epoch_named = named_leader_of_epoch_response
+        fetch_named = named_leader_of_fetch_response
         # kraft sends no DescribeQuorum: its response is never expected, so it has no entry.
-        self._response_kinds: dict[type, _ResponseKind] = {
-            FetchResponse: _ResponseKind(fetch_named, self._fetcher.handle_fetch_response),
-            VoteResponse: _ResponseKind(
+        self._response_kinds: dict[type, ResponseKind] = {
+            FetchResponse: ResponseKind(fetch_named, self._fetcher.handle_fetch_response),
+            VoteResponse: ResponseKind(
                 epoch_named, self._handle_vote_response,
                 top_level_error=self._handle_vote_top_level_error,
             ),
-            BeginQuorumEpochResponse: _ResponseKind(
+            BeginQuorumEpochResponse: ResponseKind(
                 epoch_named, epoch_rpcs.handle_begin_quorum_epoch_response
             ),
-            EndQuorumEpochResponse: _ResponseKind(
+            EndQuorumEpochResponse: ResponseKind(
                 epoch_named, epoch_rpcs.handle_end_quorum_epoch_response
             ),
-            FetchSnapshotResponse: _ResponseKind(
+            FetchSnapshotResponse: ResponseKind(
                 fetch_named, self._fetcher.handle_fetch_snapshot_response,
                 own_errors=frozenset({
                     Errors.SNAPSHOT_NOT_FOUND.value, Errors.POSITION_OUT_OF_RANGE.value,
@@ -289,9 +236,7 @@ class KafkaRaftClient(Generic[T]):
             ),
         }
 
-    # =============================================================================================
-    # Lifecycle
-    # =============================================================================================
+    # -- Lifecycle --------------------------------------------------------------------------------
     def initialize(self) -> None:
         """Restore the state from the quorum-state store and the log (Kafka's startup rules,
         listed in docs/protocol.md)."""
@@ -320,9 +265,7 @@ class KafkaRaftClient(Generic[T]):
         if self._initialized:
             self.log.flush(force=True)
 
-    # =============================================================================================
-    # What tests, tools and the runtime read
-    # =============================================================================================
+    # -- What tests, tools and the runtime read ---------------------------------------------------
     @property
     def state(self) -> EpochState | LeaderState[T]:
         """The current epoch state object (``UnattachedState``, ``LeaderState``, ...)."""
@@ -402,13 +345,13 @@ class KafkaRaftClient(Generic[T]):
     @property
     def is_shutdown(self) -> bool:
         """True once a requested shutdown completed (or timed out): stop polling."""
-        return self._shutdown is not None and self._shutdown.future.done()
+        return self._shutdown is not None and self._shutdown.is_finished
 
     @property
     def is_shutting_down(self) -> bool:
         """True from :meth:`shutdown` until the shutdown completes (Kafka's
         ``isShuttingDown``)."""
-        return self._shutdown is not None and not self._shutdown.future.done()
+        return self._shutdown is not None and not self._shutdown.is_finished
 
     @property
     def is_running(self) -> bool:
@@ -428,9 +371,7 @@ class KafkaRaftClient(Generic[T]):
         it was given is still open and its end unknown). ``KeyError`` if not registered."""
         return self._listeners.next_offset(listener)
 
-    # =============================================================================================
-    # The public API (RaftClient)
-    # =============================================================================================
+    # -- The public API (RaftClient) --------------------------------------------------------------
     def register(self, listener: Listener[T]) -> None:
         """Register ``listener``; it takes effect on the next poll, which this wakes."""
         self._listeners.register(listener)
@@ -507,14 +448,11 @@ class KafkaRaftClient(Generic[T]):
         if self._shutdown is not None:
             return self._shutdown.future
         logger.info("beginning graceful shutdown (timeout %d ms)", timeout_ms)
-        future: Future[None] = Future()
-        self._shutdown = _Shutdown(self.clock.now_ms() + timeout_ms, future)
+        self._shutdown = GracefulShutdown(self.clock.now_ms() + timeout_ms)
         self.queue.wakeup()
-        return future
+        return self._shutdown.future
 
-    # =============================================================================================
-    # poll
-    # =============================================================================================
+    # -- poll -------------------------------------------------------------------------------------
     def poll(self) -> int:
         """Do the work that is due; return the milliseconds until more will be (see above)."""
         if not self._initialized:
@@ -564,7 +502,7 @@ class KafkaRaftClient(Generic[T]):
                 logger.error("cleaning the log failed: %s", exc)
         return max(0, self._next_clean_ms - now)
 
-    # -- per state ---------------------------------------------------------------------------------
+    # -- per state --------------------------------------------------------------------------------
     def _poll_leader(self, state: LeaderState[T], now: int) -> int:
         self._fire_leader_change()
         expired = state.check_quorum_expired(now)
@@ -659,7 +597,7 @@ class KafkaRaftClient(Generic[T]):
             until_state = state.election_deadline_ms - now
         return max(0, min(until_state, until_end))
 
-    # -- shutdown ----------------------------------------------------------------------------------
+    # -- shutdown ---------------------------------------------------------------------------------
     def _maybe_complete_shutdown(self, now: int) -> bool:
         shutdown = self._shutdown
         if shutdown is None:
@@ -667,34 +605,22 @@ class KafkaRaftClient(Generic[T]):
         if not shutdown.listeners_told:
             shutdown.listeners_told = True
             self._listeners.begin_shutdown()
-        if shutdown.future.done():
-            return True
-        if now >= shutdown.deadline_ms:
-            logger.warning("graceful shutdown timed out")
-            shutdown.future.set_exception(TimeoutError("graceful shutdown timed out"))
-            return True
         leader = self.quorum.leader_id
-        if (
+        return shutdown.maybe_complete(now, (
             self.quorum.is_observer
             or self._is_only_voter()
             or (leader is not None and leader != self.local_id)
-        ):
-            logger.info("graceful shutdown completed")
-            shutdown.future.set_result(None)
-            return True
-        return False
+        ))
 
     def _shutdown_remaining(self, now: int) -> int:
         assert self._shutdown is not None
-        return max(0, self._shutdown.deadline_ms - now)
+        return self._shutdown.remaining_ms(now)
 
     def _is_only_voter(self) -> bool:
         voters = self.quorum.voters
         return len(voters) == 1 and self.local_id in voters
 
-    # =============================================================================================
-    # Transitions (with their side effects on connections, purgatories and listeners)
-    # =============================================================================================
+    # -- Transitions (with their side effects on connections, purgatories and listeners) ----------
     def _after_transition(self, previous: EpochState | LeaderState[T]) -> None:
         """Every transition drops requests in flight; leaving Leader fails parked fetches."""
         self._requests.reset_all()
@@ -806,7 +732,7 @@ class KafkaRaftClient(Generic[T]):
         message and logs it, so one confused peer cannot stop a replica.
         """
         quorum = self.quorum
-        if not self._has_consistent_leader(epoch, leader_id):
+        if not quorum.has_consistent_leader(epoch, leader_id):
             logger.error(
                 "a peer names leader %s for epoch %d, but this replica knows leader %s",
                 leader_id, epoch, quorum.leader_id,
@@ -823,34 +749,12 @@ class KafkaRaftClient(Generic[T]):
                 self._transition_to_follower(epoch, leader_id, endpoints, now)
             else:
                 self._transition_to_unattached(epoch, leader_id, now)
-        elif self._learns_leader(leader_id, endpoints):
+        elif quorum.learns_leader(leader_id, endpoints):
             assert leader_id is not None
             self._transition_to_follower(epoch, leader_id, endpoints, now)
         return True
 
-    def _learns_leader(self, leader_id: int | None, endpoints: Endpoints) -> bool:
-        """Whether a peer naming ``leader_id`` for the current epoch tells us something: a
-        leader we did not know, or more endpoints for the one we follow."""
-        return (
-            leader_id is not None
-            and leader_id != self.local_id
-            and bool(endpoints)
-            and (
-                self.quorum.leader_id is None
-                or set(endpoints) > set(self.quorum.current_leader_endpoints())
-            )
-        )
-
-    def _has_consistent_leader(self, epoch: int, leader_id: int | None) -> bool:
-        if epoch != self.quorum.epoch or leader_id is None:
-            return True
-        known = self.quorum.leader_id
-        return known is None or known == leader_id
-
-
-    # =============================================================================================
-    # The leader's append path
-    # =============================================================================================
+    # -- The leader's append path -----------------------------------------------------------------
     def _maybe_append_batches(self, state: LeaderState[T], now: int) -> int:
         accumulator = state.accumulator
         if accumulator.time_until_drain(self.clock.wall_ms()) <= 0:
@@ -877,9 +781,7 @@ class KafkaRaftClient(Generic[T]):
         fetch_server.complete_parked(self.clock.now_ms())
         self.log.flush()
 
-    # =============================================================================================
-    # Sending
-    # =============================================================================================
+    # -- Sending ----------------------------------------------------------------------------------
     def _maybe_send_requests(
         self, now: int, destinations: Iterable[int], build: Callable[[int], Request]
     ) -> int:
@@ -911,9 +813,7 @@ class KafkaRaftClient(Generic[T]):
             voter_id=destination,
         )
 
-    # =============================================================================================
-    # Requests
-    # =============================================================================================
+    # -- Requests ---------------------------------------------------------------------------------
     def _respond(self, request: InboundRequest, body: Response) -> None:
         self.channel.respond(OutboundResponse(request.correlation_id, request.source, body))
 
@@ -992,9 +892,7 @@ class KafkaRaftClient(Generic[T]):
     ) -> DescribeQuorumResponse:
         return describe_quorum(body, self.quorum, self.log, now, self.clock.wall_ms())
 
-    # =============================================================================================
-    # Responses
-    # =============================================================================================
+    # -- Responses --------------------------------------------------------------------------------
     def _handle_response(self, response: InboundResponse, now: int) -> None:
         body = response.body
         requests = self._requests
@@ -1012,86 +910,10 @@ class KafkaRaftClient(Generic[T]):
                          type(body).__name__, response.source)
             ok = False
         else:
-            ok = self._step_response(kind, response, body, now)  # type: ignore[arg-type]
+            ok = self._prologue.step(kind, response, body, now)  # type: ignore[arg-type]
         requests.on_response_result(response.source, response.correlation_id, ok, now)
 
-    def _step_response(
-        self, kind: _ResponseKind, response: InboundResponse, body: _ExpectedResponse, now: int
-    ) -> bool:
-        """The prologue every response goes through, once (like etcd's ``Step`` handling the
-        term before the message): top-level errors, the topic-partition, then the leader and
-        epoch it names (Kafka's ``maybeHandleCommonResponse``); then the API's own handler."""
-        if body.error_code != _NONE:
-            if kind.top_level_error is not None:
-                handled = kind.top_level_error(response, body.error_code, now)
-                if handled is not None:
-                    return handled
-            return self._handle_top_level_error(body.error_code, response)
-        if not valid_topic_partition(body):
-            return False
-        wire_leader, epoch, nodes = kind.named_leader(body)
-        leader = leader_or_none(wire_leader)
-        error = body.partition_error_code
-        handled = self._maybe_handle_common_response(
-            error, leader, epoch, endpoints_from_response(self.quorum, nodes, leader), now
-        )
-        if handled is not None:
-            return handled
-        if error != _NONE and error not in kind.own_errors:
-            logger.error("unexpected error %s in %s from %d", error_name(error),
-                         type(body).__name__, response.source)
-            return False
-        return kind.handle(response, body, leader, now)
-
-    def _handle_top_level_error(self, error: int, response: InboundResponse) -> bool:
-        if error == Errors.BROKER_NOT_AVAILABLE:
-            return False
-        # kraft: Kafka throws on CLUSTER_AUTHORIZATION_FAILED; kraft has no authorization, so
-        # it is one more error to log and back off from.
-        logger.error("error %s in %s from %d", error_name(error), type(response.body).__name__,
-                     response.source)
-        return False
-
-    def _maybe_handle_common_response(
-        self, error: int, leader_id: int | None, epoch: int, endpoints: Endpoints, now: int
-    ) -> bool | None:
-        """Kafka's ``maybeHandleCommonResponse``: None means "go on to the API's handler"."""
-        quorum = self.quorum
-        if epoch < quorum.epoch or error == Errors.UNKNOWN_LEADER_EPOCH:
-            return True  # we are past it: no longer relevant
-        if epoch > quorum.epoch or error in (
-            Errors.FENCED_LEADER_EPOCH, Errors.NOT_LEADER_OR_FOLLOWER
-        ):
-            before = quorum.state
-            if not self._maybe_transition(leader_id, epoch, endpoints, now):
-                return False
-            # kraft: when the answer taught us nothing (same leader, same epoch), back off
-            # instead of asking again at once (Kafka treats it as a success).
-            return quorum.state is not before
-        # From here on the response is of our epoch.
-        if leader_id is not None and not self._has_consistent_leader(epoch, leader_id):
-            logger.error("response names leader %d for epoch %d; this replica knows %s",
-                         leader_id, epoch, quorum.leader_id)
-            return False
-        if self._learns_leader(leader_id, endpoints):
-            assert leader_id is not None
-            self._transition_to_follower(epoch, leader_id, endpoints, now)
-            return None if error == _NONE else True
-        return self._common_error_result(error)
-
-    @staticmethod
-    def _common_error_result(error: int) -> bool | None:
-        """The errors every response handles alike: back off (False), or None for the rest."""
-        if error == Errors.INVALID_REQUEST:
-            # kraft: Kafka treats this as fatal; a peer that rejects our request is logged.
-            logger.error("a peer answered INVALID_REQUEST")
-        elif error == Errors.INVALID_VOTER_KEY:
-            logger.info("a peer answered INVALID_VOTER_KEY")
-        elif error != Errors.BROKER_NOT_AVAILABLE:
-            return None
-        return False
-
-    # -- Vote --------------------------------------------------------------------------------------
+    # -- Vote -------------------------------------------------------------------------------------
     def _handle_vote_top_level_error(
         self, response: InboundResponse, error: int, now: int
     ) -> bool | None:
@@ -1144,11 +966,7 @@ class KafkaRaftClient(Generic[T]):
             self.config.election_backoff_max_ms,
         )
 
-    # -- BeginQuorumEpoch, EndQuorumEpoch --------------------------------------------------------
-
-    # =============================================================================================
-    # Listeners
-    # =============================================================================================
+    # -- Listeners --------------------------------------------------------------------------------
     def _poll_listeners(self) -> None:
         self._listeners.deliver(
             self.quorum.high_watermark, isinstance(self.quorum.state, LeaderState)

@@ -113,7 +113,7 @@ class FetchServer(Generic[T]):
             node_endpoints=leader_node_endpoints(quorum),
         )
 
-    # -- Fetch -------------------------------------------------------------------------------------
+    # -- Fetch ------------------------------------------------------------------------------------
     def handle_fetch(self, request: InboundRequest, body: FetchRequest, now: int) -> None:
         """Answer ``request`` now, or park it until there is news or its wait is over."""
         error = self._invalid_fetch(body)
@@ -200,7 +200,7 @@ class FetchServer(Generic[T]):
             self._log.update_high_watermark(high_watermark)
         logger.debug("epoch %d: high watermark %d", state.epoch, high_watermark)
 
-    # -- the purgatory ---------------------------------------------------------------------------
+    # -- the purgatory ----------------------------------------------------------------------------
     def complete_parked(self, now: int) -> None:
         """Answer the parked fetches that have news: records past their offset or (KIP-1166)
         a high watermark past theirs. Answering one may move the high watermark again, which

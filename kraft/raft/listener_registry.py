@@ -66,7 +66,7 @@ class ListenerRegistry(Generic[T]):
         #: Drained data batches of the current leader epoch waiting for the high watermark.
         self._uncommitted: deque[CompletedBatch[T]] = deque()
 
-    # -- registrations ---------------------------------------------------------------------------
+    # -- registrations ----------------------------------------------------------------------------
     def register(self, listener: Listener[T]) -> None:
         """Register ``listener`` at the next :meth:`deliver`."""
         self._pending.append((True, listener))
@@ -94,7 +94,7 @@ class ListenerRegistry(Generic[T]):
             elif self._contexts.pop(key, None) is None:
                 logger.warning("listener %r is not registered", listener)
 
-    # -- the leader's batches in memory ------------------------------------------------------------
+    # -- the leader's batches in memory -----------------------------------------------------------
     def hold(self, batch: CompletedBatch[T]) -> None:
         """A data batch the leader appended: delivered from memory once it commits."""
         self._uncommitted.append(batch)
@@ -103,7 +103,7 @@ class ListenerRegistry(Generic[T]):
         """Leadership began or ended: batches held from memory are no longer to be trusted."""
         self._uncommitted.clear()
 
-    # -- delivery ----------------------------------------------------------------------------------
+    # -- delivery ---------------------------------------------------------------------------------
     def deliver(self, high_watermark: int | None, leading: bool) -> None:
         """Apply (un)registrations, then deliver what committed below ``high_watermark``:
         the leader's batches from memory first, then from the log."""

@@ -143,7 +143,7 @@ class QuorumState(Generic[T]):
             "Follower": self._guard_follower,
         }
 
-    # -- what the state says -----------------------------------------------------------------
+    # -- what the state says ----------------------------------------------------------------------
     @property
     def epoch(self) -> int:
         return self.state.epoch
@@ -203,6 +203,26 @@ class QuorumState(Generic[T]):
         # Follower had when it turns Prospective).
         return () if leader is None else self.leader_endpoints(leader)
 
+    def has_consistent_leader(self, epoch: int, leader_id: int | None) -> bool:
+        """Whether a peer naming ``leader_id`` for ``epoch`` agrees with the leader we know."""
+        if epoch != self.epoch or leader_id is None:
+            return True
+        known = self.leader_id
+        return known is None or known == leader_id
+
+    def learns_leader(self, leader_id: int | None, endpoints: Endpoints) -> bool:
+        """Whether a peer naming ``leader_id`` for the current epoch tells us something: a
+        leader we did not know, or more endpoints for the one we follow."""
+        return (
+            leader_id is not None
+            and leader_id != self.local_id
+            and bool(endpoints)
+            and (
+                self.leader_id is None
+                or set(endpoints) > set(self.current_leader_endpoints())
+            )
+        )
+
     def random_election_timeout_ms(self) -> int:
         """Kafka's randomized election timeout: uniform in [T, 2T)."""
         timeout = self.config.election_timeout_ms
@@ -211,7 +231,7 @@ class QuorumState(Generic[T]):
     def _election_deadline(self, now_ms: int) -> int:
         return now_ms + self.random_election_timeout_ms() if self.is_voter else NO_DEADLINE
 
-    # -- startup -----------------------------------------------------------------------------
+    # -- startup ----------------------------------------------------------------------------------
     def initialize(self, log_last_epoch: int, now_ms: int) -> None:
         """Restore the state from the store and the log (Kafka's startup rules, in the order
         docs/protocol.md lists them)."""
@@ -260,7 +280,7 @@ class QuorumState(Generic[T]):
             self._persist()
         logger.info("initialized at epoch %d as %s", self.epoch, self.state.name)
 
-    # -- transitions ---------------------------------------------------------------------------
+    # -- transitions ------------------------------------------------------------------------------
     def transition_to_unattached(
         self, epoch: int, now_ms: int, leader_id: int | None = None
     ) -> None:
@@ -382,7 +402,7 @@ class QuorumState(Generic[T]):
         if isinstance(state, LeaderState):
             state.accumulator.close()
 
-    # -- helpers -------------------------------------------------------------------------------
+    # -- helpers ----------------------------------------------------------------------------------
     def _check_transition(
         self,
         target: str,

@@ -60,7 +60,7 @@ class QuorumEpochRpcs(Generic[T]):
         self._config = config
         self._maybe_transition = maybe_transition
 
-    # -- sending -------------------------------------------------------------------------------
+    # -- sending ----------------------------------------------------------------------------------
     def _own_endpoints(self) -> tuple[Endpoint, ...]:
         local_id = self._quorum.local_id
         if local_id is None:
@@ -90,7 +90,7 @@ class QuorumEpochRpcs(Generic[T]):
             leader_endpoints=self._own_endpoints(),
         )
 
-    # -- receiving requests --------------------------------------------------------------------
+    # -- receiving requests -----------------------------------------------------------------------
     def _adopt_announced_leader(
         self, body: BeginQuorumEpochRequest | EndQuorumEpochRequest, now: int
     ) -> Errors | None:
@@ -156,7 +156,7 @@ class QuorumEpochRpcs(Generic[T]):
         base = backoff_max >> (len(candidates) - 1)
         return min(backoff_max, base << (position - 1))
 
-    # -- receiving responses (past the client's response prologue) ---------------------------
+    # -- receiving responses (past the client's response prologue) --------------------------------
     def handle_begin_quorum_epoch_response(
         self, response: InboundResponse, body: BeginQuorumEpochResponse, leader: int | None,
         now: int,
