@@ -1,18 +1,15 @@
 """``KafkaRaftClient``: KRaft's replica state machine, sans-IO, driven by :meth:`poll`.
 
-The client owns one replica of the metadata log. Everything from outside is injected: a
-:class:`~kraft.raft.channel.Clock`, a ``random.Random``, a
-:class:`~kraft.raft.channel.NetworkChannel` for what it sends, a
-:class:`~kraft.raft.channel.RaftMessageQueue` for what it receives, a
-:class:`~kraft.log.api.ReplicatedLog`, a :class:`~kraft.log.quorum_state.QuorumStateStore`
-and the user's :class:`~kraft.record.serde.RecordSerde`. Nothing here reads a clock, opens a
-socket, sleeps or starts a thread; the caller of :meth:`poll` decides when time passes.
+The client owns one replica of the metadata log. Everything from outside is injected (a
+``Clock``, a ``random.Random``, a ``NetworkChannel`` for what it sends, a ``RaftMessageQueue``
+for what it receives, a ``ReplicatedLog``, a ``QuorumStateStore``, the user's ``RecordSerde``):
+nothing here reads a clock, opens a socket, sleeps or starts a thread.
 
 This module keeps polling, the state transitions with their side effects, elections, and the
 dispatch of messages (one table per message type). The other parts own their state in their
 own modules: ``FetchServer`` (the leader's Fetch and FetchSnapshot, and the purgatory),
 ``ReplicaFetcher`` (a follower's replication and snapshot downloads), ``ListenerRegistry``,
-``QuorumState`` (the states and the transition table), ``QuorumEpochRpcs``,
+``QuorumState`` (the states and the transition table), ``VoteRpcs``, ``QuorumEpochRpcs``,
 ``ResponsePrologue`` and ``GracefulShutdown``. One :meth:`poll` does, in order: a requested
 shutdown; the current state's timers; expired long polls; at most one inbound message (then
 the parked fetches it gave news to, or a follower's next Fetch); the listeners. It returns
@@ -31,10 +28,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from typing import Any, Generic, TypeVar
 
-import msgspec
-
 from kraft.common.limits import INT32_MAX
-from kraft.common.uuids import ZERO_UUID
 from kraft.config import QuorumConfig
 from kraft.errors import IllegalStateError, KraftError, NotLeaderError
 from kraft.log.api import OffsetAndEpoch, ReplicatedLog
@@ -43,11 +37,9 @@ from kraft.protocol.envelope import InboundRequest, InboundResponse, OutboundRes
 from kraft.protocol.errors import Errors
 from kraft.protocol.int32 import int32_fields_in_range
 from kraft.protocol.messages import (
-    RESPONSE_TYPE_FOR,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     DescribeQuorumRequest,
-    DescribeQuorumResponse,
     EndQuorumEpochRequest,
     EndQuorumEpochResponse,
     FetchRequest,
@@ -82,14 +74,7 @@ from kraft.raft.response_prologue import (
     named_leader_of_epoch_response,
     named_leader_of_fetch_response,
 )
-from kraft.raft.rpc import (
-    directory_or_none,
-    epoch_response,
-    is_valid_voter_key,
-    valid_cluster_id,
-    valid_topic_partition,
-    validate_voter_only,
-)
+from kraft.raft.rpc import refusal
 from kraft.raft.shutdown import GracefulShutdown
 from kraft.raft.states import (
     NO_DEADLINE,
@@ -102,6 +87,7 @@ from kraft.raft.states import (
     ResignedState,
     UnattachedState,
 )
+from kraft.raft.vote import VoteRpcs
 from kraft.record.control import LeaderChangeMessage, LeaderChangeVoter
 from kraft.record.serde import RecordSerde
 from kraft.snapshot.writer import SnapshotWriter
@@ -185,10 +171,10 @@ class KafkaRaftClient(Generic[T]):
         self._listeners: ListenerRegistry[T] = ListenerRegistry(
             log, serde, queue.wakeup, clock, metrics
         )
-        self._quorum_epoch_rpcs: QuorumEpochRpcs[T] = QuorumEpochRpcs(
-            self.quorum, config, self._maybe_transition
+        self._epoch_rpcs = epoch_rpcs = QuorumEpochRpcs(self.quorum, config, self._maybe_transition)
+        self._vote_rpcs: VoteRpcs[T] = VoteRpcs(
+            self.quorum, log, self._transition_to_unattached, self._transition_to_voted
         )
-        epoch_rpcs = self._quorum_epoch_rpcs
         self._shutdown: GracefulShutdown | None = None
         self._initialized = False
         self._next_clean_ms = 0
@@ -204,11 +190,13 @@ class KafkaRaftClient(Generic[T]):
         self._request_handlers: dict[type, Callable[[InboundRequest, Any, int], Response | None]]
         self._request_handlers = {
             FetchRequest: self._fetch_server.handle_fetch,
-            VoteRequest: self._handle_vote_request,
+            VoteRequest: self._vote_rpcs.handle_vote_request,
             BeginQuorumEpochRequest: epoch_rpcs.handle_begin_quorum_epoch_request,
             EndQuorumEpochRequest: epoch_rpcs.handle_end_quorum_epoch_request,
             FetchSnapshotRequest: self._fetch_server.handle_fetch_snapshot,
-            DescribeQuorumRequest: self._handle_describe_quorum_request,
+            DescribeQuorumRequest: lambda request, body, now: describe_quorum(
+                body, self.quorum, log, now, clock.wall_ms()
+            ),
         }
         self._prologue = ResponsePrologue(
             self.quorum, self._maybe_transition, self._transition_to_follower
@@ -230,9 +218,7 @@ class KafkaRaftClient(Generic[T]):
             ),
             FetchSnapshotResponse: ResponseKind(
                 fetch_named, self._fetcher.handle_fetch_snapshot_response,
-                own_errors=frozenset({
-                    Errors.SNAPSHOT_NOT_FOUND.value, Errors.POSITION_OUT_OF_RANGE.value,
-                }),
+                own_errors=frozenset({Errors.SNAPSHOT_NOT_FOUND, Errors.POSITION_OUT_OF_RANGE}),
             ),
         }
 
@@ -515,7 +501,7 @@ class KafkaRaftClient(Generic[T]):
         until_drain = self._maybe_append_batches(state, now)
         if state.begin_quorum_epoch_due(now):
             self._maybe_send_requests(
-                now, state.other_voters(), self._quorum_epoch_rpcs.build_begin_quorum_epoch
+                now, state.other_voters(), self._epoch_rpcs.build_begin_quorum_epoch
             )
             state.reset_begin_quorum_epoch_timer(now)
         until_heartbeat = state.begin_quorum_epoch_deadline_ms - now
@@ -582,7 +568,7 @@ class KafkaRaftClient(Generic[T]):
 
 
     def _poll_resigned(self, state: ResignedState, now: int) -> int:
-        build = self._quorum_epoch_rpcs.build_end_quorum_epoch
+        build = self._epoch_rpcs.build_end_quorum_epoch
         until_end = self._maybe_send_requests(
             now, sorted(state.unacknowledged), lambda dest: build(state)
         )
@@ -797,20 +783,7 @@ class KafkaRaftClient(Generic[T]):
         pre_vote = isinstance(state, ProspectiveState)
         return self._maybe_send_requests(
             now, sorted(state.unrecorded_voters()),
-            lambda dest: self._build_vote_request(dest, pre_vote),
-        )
-
-    # -- request builders -------------------------------------------------------------------------
-    def _build_vote_request(self, destination: int, pre_vote: bool) -> VoteRequest:
-        assert self.local_id is not None
-        return VoteRequest(
-            replica_epoch=self.quorum.epoch,
-            replica_id=self.local_id,
-            last_offset_epoch=self.log.last_fetched_epoch,
-            last_offset=self.log.log_end_offset,
-            pre_vote=pre_vote,
-            replica_directory_id=self.local_directory_id or ZERO_UUID,
-            voter_id=destination,
+            lambda dest: self._vote_rpcs.build_vote_request(dest, pre_vote),
         )
 
     # -- Requests ---------------------------------------------------------------------------------
@@ -819,78 +792,12 @@ class KafkaRaftClient(Generic[T]):
 
     def _handle_request(self, request: InboundRequest, now: int) -> None:
         body = request.body
-        if not valid_cluster_id(self.cluster_id, request.cluster_id):
-            logger.warning("refusing %s from %d: cluster id %r is not ours (%r)",
-                           type(body).__name__, request.source, request.cluster_id,
-                           self.cluster_id)
-            self._respond(request, RESPONSE_TYPE_FOR[type(body)](
-                error_code=Errors.INCONSISTENT_CLUSTER_ID
-            ))
-            return
-        if not int32_fields_in_range(body):
-            logger.warning("refusing %s from %d: an epoch or id outside int32",
-                           type(body).__name__, request.source)
-            self._respond(request, RESPONSE_TYPE_FOR[type(body)](
-                error_code=Errors.INVALID_REQUEST
-            ))
-            return
-        # A Fetch is answered (or parked) by the fetch server itself: its handler returns None.
-        response = self._request_handlers[type(body)](request, body, now)
+        response = refusal(request, self.cluster_id)
+        if response is None:
+            # A Fetch is answered (or parked) by the fetch server: its handler returns None.
+            response = self._request_handlers[type(body)](request, body, now)
         if response is not None:
             self._respond(request, response)
-
-    # -- Vote -------------------------------------------------------------------------------------
-    def _vote_response(self, error: Errors, granted: bool) -> VoteResponse:
-        response = epoch_response(self.quorum, VoteResponse, error)
-        return msgspec.structs.replace(response, vote_granted=granted) if granted else response
-
-    def _invalid_vote_request(self, body: VoteRequest) -> VoteResponse | None:
-        """The answer to a Vote that fails validation (before any state changes), or None."""
-        if not valid_topic_partition(body):
-            return VoteResponse(error_code=Errors.INVALID_REQUEST)
-        if body.last_offset < 0 or body.last_offset_epoch < 0:
-            return self._vote_response(Errors.INVALID_REQUEST, False)
-        if (not body.pre_vote and body.last_offset_epoch >= body.replica_epoch) or (
-            body.pre_vote and body.last_offset_epoch > body.replica_epoch
-        ):
-            return self._vote_response(Errors.INVALID_REQUEST, False)
-        error = validate_voter_only(self.quorum, body.replica_id, body.replica_epoch)
-        return None if error is None else self._vote_response(error, False)
-
-    def _handle_vote_request(
-        self, request: InboundRequest, body: VoteRequest, now: int
-    ) -> VoteResponse:
-        invalid = self._invalid_vote_request(body)
-        if invalid is not None:
-            return invalid
-        if body.replica_epoch > self.quorum.epoch:
-            self._transition_to_unattached(body.replica_epoch, None, now)
-        if not is_valid_voter_key(self.quorum, body.voter_id, body.voter_directory_id):
-            logger.info("vote request for voter %d, not this replica", body.voter_id)
-            return self._vote_response(Errors.INVALID_VOTER_KEY, False)
-        candidate = ReplicaKey(body.replica_id, directory_or_none(body.replica_directory_id))
-        up_to_date = OffsetAndEpoch(body.last_offset, body.last_offset_epoch) >= OffsetAndEpoch(
-            self.log.log_end_offset, self.log.last_fetched_epoch
-        )
-        state = self.quorum.state
-        granted = False
-        if not isinstance(state, LeaderState):
-            granted = state.can_grant_vote(candidate, up_to_date, body.pre_vote)
-        if granted and not body.pre_vote:
-            if self.local_id is None:
-                granted = False  # kraft: an anonymous replica cannot persist a vote
-            elif isinstance(state, UnattachedState | ProspectiveState) and state.voted_key is None:
-                self._transition_to_voted(candidate, now)
-        logger.debug("%s from %d in epoch %d: %s", "pre-vote" if body.pre_vote else "vote",
-                     body.replica_id, body.replica_epoch, "granted" if granted else "rejected")
-        return self._vote_response(Errors.NONE, granted)
-
-
-    # -- DescribeQuorum ---------------------------------------------------------------------------
-    def _handle_describe_quorum_request(
-        self, request: InboundRequest, body: DescribeQuorumRequest, now: int
-    ) -> DescribeQuorumResponse:
-        return describe_quorum(body, self.quorum, self.log, now, self.clock.wall_ms())
 
     # -- Responses --------------------------------------------------------------------------------
     def _handle_response(self, response: InboundResponse, now: int) -> None:

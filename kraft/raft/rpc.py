@@ -9,13 +9,17 @@ of the :class:`~kraft.raft.quorum.QuorumState`.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import Any, TypeVar
 
 from kraft.common.uuids import ZERO_UUID
 from kraft.protocol.api import METADATA_PARTITION_INDEX, METADATA_TOPIC_NAME
+from kraft.protocol.envelope import InboundRequest
 from kraft.protocol.errors import Errors
+from kraft.protocol.int32 import int32_fields_in_range
 from kraft.protocol.messages import (
+    RESPONSE_TYPE_FOR,
     BeginQuorumEpochResponse,
     EndQuorumEpochResponse,
     NodeEndpoint,
@@ -36,6 +40,7 @@ __all__ = [
     "is_valid_voter_key",
     "leader_node_endpoints",
     "leader_or_none",
+    "refusal",
     "valid_topic_partition",
     "valid_cluster_id",
     "validate_leader_only",
@@ -46,6 +51,8 @@ __all__ = [
 _EpochResponseT = TypeVar(
     "_EpochResponseT", VoteResponse, BeginQuorumEpochResponse, EndQuorumEpochResponse
 )
+
+logger = logging.getLogger(__name__)
 
 #: The listener name kraft gives the endpoints it learns from a response's NodeEndpoints.
 LISTENER_NAME = "CONTROLLER"
@@ -163,3 +170,18 @@ def endpoints_from_response(
     )
     # The static voter set knows every voter's address (Kafka's v0 behaviour).
     return endpoints or quorum.leader_endpoints(leader_id)
+
+
+def refusal(request: InboundRequest, cluster_id: str | None) -> Response | None:
+    """The answer refusing ``request`` before any handler sees it, or None: another cluster's
+    id (INCONSISTENT_CLUSTER_ID), or an epoch or id outside int32 (INVALID_REQUEST)."""
+    body = request.body
+    if not valid_cluster_id(cluster_id, request.cluster_id):
+        logger.warning("refusing %s from %d: cluster id %r is not ours (%r)",
+                       type(body).__name__, request.source, request.cluster_id, cluster_id)
+        return RESPONSE_TYPE_FOR[type(body)](error_code=Errors.INCONSISTENT_CLUSTER_ID)
+    if not int32_fields_in_range(body):
+        logger.warning("refusing %s from %d: an epoch or id outside int32",
+                       type(body).__name__, request.source)
+        return RESPONSE_TYPE_FOR[type(body)](error_code=Errors.INVALID_REQUEST)
+    return None
