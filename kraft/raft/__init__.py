@@ -1,6 +1,8 @@
 """The Raft core, sans-IO: ``KafkaRaftClient`` and its parts -- quorum states and
 transitions, the leader's replica tracking, the batch accumulator, request bookkeeping, the
-fetch purgatory, the listener registry, and the protocols the core is driven through.
+leader's fetch serving and its purgatory, a follower's replication, the Vote and
+Begin/EndQuorumEpoch RPCs, the response prologue, the listener registry, and the protocols
+the core is driven through. docs/protocol.md maps each module.
 """
 
 from __future__ import annotations
