@@ -530,6 +530,7 @@ class KafkaRaftClient(Generic[T]):
         """What ``_poll_follower`` does next if no timer has expired: send the next Fetch."""
         if self._shutdown is None and now < state.fetch_deadline_ms:
             self._fetcher.maybe_send_fetch_to_best_node(state, now)
+
     def _poll_candidate(self, state: CandidateState, now: int) -> int:
         if self._shutdown is not None:
             return min(self._shutdown_remaining(now), self._maybe_send_vote_requests(state, now))
@@ -565,7 +566,6 @@ class KafkaRaftClient(Generic[T]):
             return state.election_deadline_ms - now
         backoff = self._fetcher.maybe_send_fetch_to_any_bootstrap(now)
         return max(0, min(backoff, state.election_deadline_ms - now))
-
 
     def _poll_resigned(self, state: ResignedState, now: int) -> int:
         build = self._epoch_rpcs.build_end_quorum_epoch
