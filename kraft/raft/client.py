@@ -817,7 +817,7 @@ class KafkaRaftClient(Generic[T]):
                          type(body).__name__, response.source)
             ok = False
         else:
-            ok = self._prologue.step(kind, response, body, now)  # type: ignore[arg-type]
+            ok = self._prologue.step(kind, response, body, now)
         requests.on_response_result(response.source, response.correlation_id, ok, now)
 
     # -- Vote -------------------------------------------------------------------------------------

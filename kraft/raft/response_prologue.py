@@ -24,6 +24,7 @@ from kraft.protocol.messages import (
     FetchResponse,
     FetchSnapshotResponse,
     NodeEndpoint,
+    Response,
     VoteResponse,
 )
 from kraft.raft.quorum import QuorumState
@@ -36,7 +37,6 @@ from kraft.raft.rpc import (
 from kraft.raft.states import Endpoints
 
 __all__ = [
-    "ExpectedResponse",
     "ResponseKind",
     "ResponsePrologue",
     "named_leader_of_epoch_response",
@@ -47,11 +47,6 @@ logger = logging.getLogger(__name__)
 
 _NONE = Errors.NONE.value
 
-#: Every response the client expects: a request kraft sends is answered by one of these.
-ExpectedResponse = (
-    VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse
-    | FetchSnapshotResponse
-)
 #: A response's (leader id as on the wire, epoch, leader endpoints).
 NamedLeader = tuple[int, int, tuple[NodeEndpoint, ...]]
 
@@ -101,7 +96,7 @@ class ResponsePrologue:
         self._follow = follow
 
     def step(
-        self, kind: ResponseKind, response: InboundResponse, body: ExpectedResponse, now: int
+        self, kind: ResponseKind, response: InboundResponse, body: Response, now: int
     ) -> bool:
         if body.error_code != _NONE:
             if kind.top_level_error is not None:
