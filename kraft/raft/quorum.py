@@ -60,7 +60,6 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-
 class EpochChange(Enum):
     """How a transition changes the epoch."""
 
