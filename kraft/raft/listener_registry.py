@@ -107,7 +107,8 @@ class ListenerRegistry(Generic[T]):
     def deliver(self, high_watermark: int | None, leading: bool) -> None:
         """Apply (un)registrations, then deliver what committed below ``high_watermark``:
         the leader's batches from memory first, then from the log."""
-        self._apply_registrations()
+        if self._pending:
+            self._apply_registrations()
         if high_watermark is None:
             return
         if leading:

@@ -155,7 +155,7 @@ class ResponsePrologue:
             assert leader_id is not None
             self._follow(epoch, leader_id, endpoints, now)
             return None if error == _NONE else True
-        return self._common_error_result(error)
+        return None if error == _NONE else self._common_error_result(error)
 
     @staticmethod
     def _common_error_result(error: int) -> bool | None:
