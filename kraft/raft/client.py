@@ -139,7 +139,7 @@ class KafkaRaftClient(Generic[T]):
         metrics: MetricsRecorder = NO_METRICS,
     ) -> None:
         self.local_id = local_id
-        self.metrics = metrics
+        self._metrics = metrics
         #: When the election this replica is in started (``None``: none in progress).
         self._election_started_ms: int | None = None
         self.local_directory_id = local_directory_id
@@ -232,7 +232,7 @@ class KafkaRaftClient(Generic[T]):
         self.quorum.initialize(self.log.last_fetched_epoch, now)
         self._initialized = True
         state = self.quorum.state
-        if self._is_only_voter() and not isinstance(state, CandidateState):
+        if self.quorum.is_only_voter and not isinstance(state, CandidateState):
             # A single voter elects itself at once: Prospective, Candidate, Leader.
             self._transition_to_prospective(now)
         elif isinstance(state, CandidateState):
@@ -242,6 +242,15 @@ class KafkaRaftClient(Generic[T]):
     @property
     def is_initialized(self) -> bool:
         return self._initialized
+
+    @property
+    def metrics(self) -> MetricsRecorder:
+        """Where the client reports what it measures; may be replaced after construction."""
+        return self._metrics
+
+    @metrics.setter
+    def metrics(self, recorder: MetricsRecorder) -> None:
+        self._metrics = self._fetcher.metrics = self._listeners.metrics = recorder
 
     def close(self) -> None:
         """Flush the log and drop the leader's unwritten appends. The log itself belongs to
@@ -533,7 +542,7 @@ class KafkaRaftClient(Generic[T]):
 
     def _poll_candidate(self, state: CandidateState, now: int) -> int:
         if self._shutdown is not None:
-            return min(self._shutdown_remaining(now), self._maybe_send_vote_requests(state, now))
+            return min(self._shutdown.remaining_ms(now), self._maybe_send_vote_requests(state, now))
         if state.backoff_deadline_ms is not None:
             if now >= state.backoff_deadline_ms:
                 self._transition_to_prospective(now)
@@ -548,7 +557,7 @@ class KafkaRaftClient(Generic[T]):
 
     def _poll_prospective(self, state: ProspectiveState, now: int) -> int:
         if self._shutdown is not None:
-            return min(self._shutdown_remaining(now), self._maybe_send_vote_requests(state, now))
+            return min(self._shutdown.remaining_ms(now), self._maybe_send_vote_requests(state, now))
         if now >= state.election_deadline_ms:
             logger.info("epoch %d: pre-vote timed out", state.epoch)
             self._prospective_lost(state, now)
@@ -559,7 +568,7 @@ class KafkaRaftClient(Generic[T]):
     def _poll_unattached(self, state: UnattachedState, now: int) -> int:
         if self.quorum.is_voter:
             if self._shutdown is not None:
-                return self._shutdown_remaining(now)
+                return self._shutdown.remaining_ms(now)
             if now >= state.election_deadline_ms:
                 self._transition_to_prospective(now)
                 return 0
@@ -573,7 +582,7 @@ class KafkaRaftClient(Generic[T]):
             now, sorted(state.unacknowledged), lambda dest: build(state)
         )
         if self._shutdown is not None:
-            until_state = self._shutdown_remaining(now)
+            until_state = self._shutdown.remaining_ms(now)
         elif state.epoch >= INT32_MAX:
             until_state = NO_DEADLINE  # the last epoch: there is no next one to move to
         elif now >= state.election_deadline_ms:
@@ -594,17 +603,9 @@ class KafkaRaftClient(Generic[T]):
         leader = self.quorum.leader_id
         return shutdown.maybe_complete(now, (
             self.quorum.is_observer
-            or self._is_only_voter()
+            or self.quorum.is_only_voter
             or (leader is not None and leader != self.local_id)
         ))
-
-    def _shutdown_remaining(self, now: int) -> int:
-        assert self._shutdown is not None
-        return self._shutdown.remaining_ms(now)
-
-    def _is_only_voter(self) -> bool:
-        voters = self.quorum.voters
-        return len(voters) == 1 and self.local_id in voters
 
     # -- Transitions (with their side effects on connections, purgatories and listeners) ----------
     def _after_transition(self, previous: EpochState | LeaderState[T]) -> None:
@@ -693,7 +694,7 @@ class KafkaRaftClient(Generic[T]):
         started = self._election_started_ms
         if started is not None:
             self._election_started_ms = None
-            self.metrics.record_election_latency(now - started, now)
+            self._metrics.record_election_latency(now - started, now)
 
     def _transition_to_resigned(self, successors: list[int], now: int) -> None:
         previous = self.quorum.state
@@ -752,7 +753,7 @@ class KafkaRaftClient(Generic[T]):
                 if not batch.is_control:
                     self._listeners.hold(batch)
             if batches:
-                self.metrics.record_append_records(appended, now)
+                self._metrics.record_append_records(appended, now)
                 self._flush_leader_log(state, now)
         until = accumulator.time_until_drain(self.clock.wall_ms())
         return NO_DEADLINE if until >= NOTHING_TO_DRAIN_MS else until

@@ -60,7 +60,8 @@ class ListenerRegistry(Generic[T]):
         self._clock = clock
         self._serde = serde
         self._wakeup = wakeup
-        self._metrics = metrics
+        #: Where commit latencies are reported (the client's recorder; it may replace it).
+        self.metrics = metrics
         self._contexts: dict[int, ListenerContext[T]] = {}
         self._pending: deque[tuple[bool, Listener[T]]] = deque()
         #: Drained data batches of the current leader epoch waiting for the high watermark.
@@ -121,7 +122,7 @@ class ListenerRegistry(Generic[T]):
             return
         wall_ms = self._clock.wall_ms()
         now_ms = self._clock.now_ms()
-        metrics = self._metrics
+        metrics = self.metrics
         while uncommitted and uncommitted[0].last_offset < high_watermark:
             batch = uncommitted.popleft()
             metrics.record_commit_latency(max(0, wall_ms - batch.append_timestamp_ms), now_ms)

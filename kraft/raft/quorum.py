@@ -156,6 +156,10 @@ class QuorumState(Generic[T]):
         return not self.is_voter
 
     @property
+    def is_only_voter(self) -> bool:
+        return len(self.voters) == 1 and self.local_id in self.voters
+
+    @property
     def local_key(self) -> ReplicaKey | None:
         if self.local_id is None:
             return None

@@ -77,7 +77,8 @@ class ReplicaFetcher(Generic[T]):
         self._requests = requests
         self._channel = channel
         self._clock = clock
-        self._metrics = metrics
+        #: Where fetched records are counted (the client's recorder; it may replace it).
+        self.metrics = metrics
         #: The snapshot being downloaded, from ``_download_leader``: a FetchSnapshot that
         #: failed or timed out resumes where it stopped.
         self._download: RawSnapshotWriter | None = None
@@ -212,7 +213,7 @@ class ReplicaFetcher(Generic[T]):
         except (CorruptRecordError, InvalidAppendError) as exc:
             logger.error("refusing fetched records: %s", exc)
             return False
-        self._metrics.record_fetch_records(log.log_end_offset - before, self._clock.now_ms())
+        self.metrics.record_fetch_records(log.log_end_offset - before, self._clock.now_ms())
         if self._quorum.is_voter or self._config.followers_always_flush:
             # The leader counts a voter's fetch offset towards the HW: it must be durable.
             log.flush()
