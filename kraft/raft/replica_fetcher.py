@@ -8,8 +8,8 @@ downloading (KIP-630).
 - Sending: one Fetch in flight, to the leader, or -- when the leader is backing off or timed
   out, and for an observer past its fetch timeout -- to a random ready bootstrap server. While
   a snapshot downloads, the request is the FetchSnapshot of its next chunk instead.
-- Receiving: the client has already run the response prologue (the leader and epoch the
-  answer names, ``KafkaRaftClient._maybe_handle_common_response``); what is left is the data:
+- Receiving: the response prologue has already handled the leader and epoch the answer names
+  (``kraft.raft.response_prologue.ResponsePrologue``); what is left is the data:
   a diverging epoch truncates the log, a snapshot id starts a download, records are appended
   and the high watermark follows the leader's. A downloaded snapshot is checked, frozen, and
   the log moves onto it; the listeners load it at the end of the poll.

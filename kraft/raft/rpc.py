@@ -1,10 +1,12 @@
 """What the client's RPC handlers share: the wire's view of the leader, and the common checks.
 
-The requests are served by ``KafkaRaftClient`` (Vote, BeginQuorumEpoch, EndQuorumEpoch),
-``describe_quorum`` and ``FetchServer`` (Fetch, FetchSnapshot); each answers with the leader
-and epoch this replica knows and validates the topic-partition, and Kafka's voter-only and
-leader-only validations apply to several of them. Those rules live here, once, as functions
-of the :class:`~kraft.raft.quorum.QuorumState`.
+The requests are served by ``VoteRpcs``, ``QuorumEpochRpcs``, ``FetchServer`` and
+``describe_quorum``, after ``KafkaRaftClient`` has let :func:`refusal` turn away another
+cluster's requests and out-of-range fields; each answers with the leader and epoch this
+replica knows and validates the topic-partition, and Kafka's voter-only and leader-only
+validations apply to several of them. Those rules live here, once, as functions of the
+:class:`~kraft.raft.quorum.QuorumState`. The response side shares ``leader_or_none``,
+``endpoints_from_response`` and ``error_name``.
 """
 
 from __future__ import annotations
