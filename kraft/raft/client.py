@@ -462,15 +462,17 @@ class KafkaRaftClient(Generic[T]):
         message = self.queue.poll(max(0, timeout))
         if message is not None:
             now_after = self.clock.now_ms()
+            high_watermark = self.quorum.high_watermark
             if isinstance(message, InboundRequest):
                 self._handle_request(message, now_after)
             else:
                 self._handle_response(message, now_after)
             state = self.quorum.state
             if isinstance(state, LeaderState):
-                # The message may have moved the high watermark: the parked fetches it gave
-                # news to are answered now, before the listeners hear of the commit.
-                self._fetch_server.complete_parked(self.clock.now_ms())
+                if state.high_watermark != high_watermark:
+                    # The parked fetches the new high watermark gives news to are answered
+                    # now, before the listeners hear of the commit.
+                    self._fetch_server.complete_parked(self.clock.now_ms())
             elif isinstance(message, InboundResponse) and isinstance(state, FollowerState):
                 # A follower sends its next Fetch (made due by the response just handled)
                 # before the listeners run: their work would delay the replication round
