@@ -1,6 +1,8 @@
 """The Raft core, sans-IO: ``KafkaRaftClient`` and its parts -- quorum states and
 transitions, the leader's replica tracking, the batch accumulator, request bookkeeping, the
-fetch purgatory, the listener registry, and the protocols the core is driven through.
+leader's fetch serving and its purgatory, a follower's replication, the Vote and
+Begin/EndQuorumEpoch RPCs, the response prologue, the listener registry, and the protocols
+the core is driven through. docs/protocol.md maps each module.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from kraft.raft.channel import (
     NetworkChannel,
     RaftMessageQueue,
 )
-from kraft.raft.client import KafkaRaftClient, bootstrap_server_id
+from kraft.raft.client import KafkaRaftClient
 from kraft.raft.leader import LeaderState, ReplicaState
 from kraft.raft.listeners import (
     Batch,
@@ -24,7 +26,7 @@ from kraft.raft.listeners import (
     MemoryBatchReader,
 )
 from kraft.raft.quorum import QuorumState
-from kraft.raft.requests import RequestManager
+from kraft.raft.requests import RequestManager, bootstrap_server_id
 from kraft.raft.states import (
     CandidateState,
     EpochState,

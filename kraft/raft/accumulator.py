@@ -1,4 +1,4 @@
-"""The leader's append buffer: Kafka's ``BatchAccumulator`` (KRAFT-BEHAVIOUR §1.10), sans-IO.
+"""The leader's append buffer: Kafka's ``BatchAccumulator`` (KIP-595), sans-IO.
 
 Theory of operation
 -------------------
@@ -10,8 +10,8 @@ epoch ends (which drops whatever was not drained). Records flow one way::
 
 - ``append`` serializes each record once (the serde call is the only per-record work that
   cannot be per batch), computes the exact encoded size of the records in the current batch,
-  and adds them to it. The records of one append never split across batches (KRAFT-BEHAVIOUR
-  §2, "the records of one prepareAppend stay within one Batch"): if they do not fit, the
+  and adds them to it. The records of one append never split across batches (Kafka's
+  ``RaftClient.prepareAppend``: its records stay within one ``Batch``): if they do not fit, the
   current batch is completed and they start a new one; if they cannot fit even in an empty
   batch, :class:`~kraft.errors.RecordBatchTooLargeError` and nothing is appended.
 - A batch is *completed* (its v2 bytes encoded, once) when an append does not fit in it, when
@@ -48,7 +48,7 @@ Size accounting
 KRaft's data records have a null key, no headers and the batch's timestamp, so a value of
 ``L`` bytes at offset delta ``d`` takes ``body + varint(body)`` bytes with
 ``body = 4 + varint(d) + varint(L) + L`` (the 4 single bytes: attributes, timestamp delta 0,
-key length -1, header count 0; KRAFT-BEHAVIOUR §1.13). The accumulator sums this exactly, so
+key length -1, header count 0; docs/storage.md). The accumulator sums this exactly, so
 ``max_batch_size_bytes`` bounds the real encoded batch (61-byte header included) and the size
 it predicts is the length of the bytes ``encode_batch`` later builds.
 
@@ -364,37 +364,9 @@ class BatchAccumulator(Generic[T]):
         raises for a record it cannot encode propagates (``TypeError`` if it returns anything
         but ``bytes``), and nothing is appended either.
         """
-        if self._closed:
-            raise NotLeaderError(f"append failed: leadership of epoch {self._epoch} ended")
-        # Kafka: a stale epoch means the caller has not yet seen the new leader
-        # (NotLeaderException); a newer one is a caller bug (IllegalArgumentException).
-        if epoch < self._epoch:
-            raise NotLeaderError(
-                f"append failed: epoch {epoch} is stale, the leader epoch is {self._epoch}"
-            )
-        if epoch > self._epoch:
-            raise ValueError(
-                f"append from epoch {epoch}, above the current leader epoch {self._epoch}"
-            )
         count = len(records)
-        if not count:
-            raise ValueError("append needs at least one record")
-        # Serialize once, outside the lock: the serde is the only per-record work here.
-        encode = self._encode
-        if count == 1:  # the common case, without a comprehension's frame
-            values = [encode(records[0])]
-            if type(values[0]) is not bytes:
-                _check_values(values)
-            total_len = min_len = max_len = len(values[0])
-        else:
-            values = [encode(record) for record in records]
-            if set(map(type, values)) != _ONLY_BYTES:
-                _check_values(values)
-            total_len = sum(map(len, values))
-            min_len = min(map(len, values))
-            max_len = max(map(len, values))
-        max_size = self._max_batch_size
-
+        self._check_append(epoch, count)
+        values, total_len, min_len, max_len = self._encode_values(records)
         with self._lock:
             if self._closed:
                 raise NotLeaderError(f"append failed: leadership of epoch {self._epoch} ended")
@@ -404,25 +376,7 @@ class BatchAccumulator(Generic[T]):
                     f"append failed: {len(self._completed)} completed batches wait for a "
                     f"drain, the most allowed is {self._max_batches}"
                 )
-            in_batch = len(self._batch_values)
-            fits = False
-            if in_batch:
-                size = _records_size(values, in_batch, total_len, min_len, max_len)
-                fits = self._batch_size + size <= max_size
-            if not fits:
-                size = _records_size(values, 0, total_len, min_len, max_len)
-                if RECORD_BATCH_OVERHEAD + size > max_size:
-                    raise RecordBatchTooLargeError(
-                        f"{count} record(s) take {RECORD_BATCH_OVERHEAD + size} bytes as a "
-                        f"batch, more than the maximum batch size of {max_size}"
-                    )
-                # Records never split across batches: complete the current one, start anew.
-                if in_batch:
-                    self._complete_batch()
-                self._batch_base_offset = self._next_offset
-                # Kafka's BatchBuilder stamps a batch with the time it was started: the
-                # time of the append that opened it.
-                self._batch_timestamp_ms = now_ms
+            size = self._make_room(values, total_len, min_len, max_len, now_ms)
             if delay_drain and self._drain_offset == _NO_DRAIN_LIMIT:
                 # Kafka: drainOffset.compareAndSet(MAX_VALUE, nextOffset); only the first
                 # pending prepared append sets it.
@@ -435,6 +389,63 @@ class BatchAccumulator(Generic[T]):
                 self._linger_deadline_ms = now_ms + self._linger_ms
             self._next_offset += count
             return self._next_offset - 1
+
+    def _check_append(self, epoch: int, count: int) -> None:
+        if self._closed:
+            raise NotLeaderError(f"append failed: leadership of epoch {self._epoch} ended")
+        # Kafka: a stale epoch means the caller has not yet seen the new leader
+        # (NotLeaderException); a newer one is a caller bug (IllegalArgumentException).
+        if epoch < self._epoch:
+            raise NotLeaderError(
+                f"append failed: epoch {epoch} is stale, the leader epoch is {self._epoch}"
+            )
+        if epoch > self._epoch:
+            raise ValueError(
+                f"append from epoch {epoch}, above the current leader epoch {self._epoch}"
+            )
+        if not count:
+            raise ValueError("append needs at least one record")
+
+    def _encode_values(self, records: Sequence[T]) -> tuple[list[bytes], int, int, int]:
+        """The records' values, their total, smallest and largest length. Serialized once,
+        outside the lock: the serde is the only per-record work of an append."""
+        encode = self._encode
+        if len(records) == 1:  # the common case, without a comprehension's frame
+            values = [encode(records[0])]
+            if type(values[0]) is not bytes:
+                _check_values(values)
+            length = len(values[0])
+            return values, length, length, length
+        values = [encode(record) for record in records]
+        if set(map(type, values)) != _ONLY_BYTES:
+            _check_values(values)
+        return values, sum(map(len, values)), min(map(len, values)), max(map(len, values))
+
+    def _make_room(
+        self, values: list[bytes], total_len: int, min_len: int, max_len: int, now_ms: int
+    ) -> int:
+        """The size ``values`` add to the current batch, completing it first (and starting a
+        new one at ``now_ms``) when they do not fit. The caller holds the lock."""
+        max_size = self._max_batch_size
+        in_batch = len(self._batch_values)
+        if in_batch:
+            size = _records_size(values, in_batch, total_len, min_len, max_len)
+            if self._batch_size + size <= max_size:
+                return size
+        size = _records_size(values, 0, total_len, min_len, max_len)
+        if RECORD_BATCH_OVERHEAD + size > max_size:
+            raise RecordBatchTooLargeError(
+                f"{len(values)} record(s) take {RECORD_BATCH_OVERHEAD + size} bytes as a "
+                f"batch, more than the maximum batch size of {max_size}"
+            )
+        # Records never split across batches: complete the current one, start anew.
+        if in_batch:
+            self._complete_batch()
+        self._batch_base_offset = self._next_offset
+        # Kafka's BatchBuilder stamps a batch with the time it was started: the time of the
+        # append that opened it.
+        self._batch_timestamp_ms = now_ms
+        return size
 
     def append_control_messages(self, messages: Sequence[ControlMessage], now_ms: int) -> int:
         """Append one control batch holding ``messages``; return its last offset.

@@ -1,6 +1,7 @@
 """The leader's state: replica progress, the high watermark, check-quorum, heartbeats.
 
-KRAFT-BEHAVIOUR §1.5 (high watermark) and §1.6 (check-quorum, BeginQuorumEpoch heartbeats):
+Kafka's ``LeaderState``: the high watermark (KIP-595) and check-quorum and the BeginQuorumEpoch
+heartbeats (KIP-595, KAFKA-16536):
 
 - The leader tracks every voter's log end offset as reported by its fetches (its own from its
   appends). Sorting the voters by end offset, best first, the offset at index ``voters // 2``

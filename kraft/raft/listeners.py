@@ -1,6 +1,6 @@
 """What a state machine sees of the log: ``Listener``, ``Batch``, ``BatchReader``, leader changes.
 
-KRAFT-BEHAVIOUR §2 (Kafka's ``RaftClient.Listener`` and ``KafkaRaftClient.ListenerContext``):
+Kafka's ``RaftClient.Listener`` and ``KafkaRaftClient.ListenerContext`` (KIP-595):
 
 - A listener receives committed data only, from its *own* next offset: each registered
   listener has a context holding the offset it expects next (-1 for a new one).

@@ -1,32 +1,27 @@
-"""``QuorumState``: the one place where a replica changes epoch state.
+"""``QuorumState``: the one place where a replica changes epoch state (Kafka's ``QuorumState``).
 
-Theory of operation (KRAFT-BEHAVIOUR §1.1, Kafka's ``QuorumState``):
-
-A replica is in exactly one state at a time, tagged with an epoch that never decreases::
-
-                   +------------------ higher epoch seen (any state) ------------------+
-                   v                                                                    |
-    Unattached --timeout--> Prospective --majority pre-votes--> Candidate --majority--> Leader
-     (maybe voted)   ^   <--loss/timeout--'      ^   <--backoff/timeout--'               |
-        |            |                           |                                     resign
-        +-- leader --+--> Follower --fetch timeout-'                                     v
-                                                                 Unattached <--timeout-- Resigned
-                                                                 (epoch + 1)
+A replica is in exactly one state at a time, tagged with an epoch that never decreases. The
+transitions it may make are the table :data:`TRANSITIONS` -- from each state, the states it may
+enter and how the epoch must change -- which every ``transition_to_*`` method checks before
+it changes anything; docs/protocol.md shows the same table as a diagram (generated from it, and
+tests/raft/test_raft_quorum_state.py fails when the two differ). A few transitions also need
+something of the state itself (:meth:`QuorumState._check_transition`): a vote only while none
+was cast and no leader is known, a second Follower state in one epoch only for the same leader
+with more endpoints, Leader only with a majority, and only a voter may stand for election.
 
 Rules enforced here, and only here:
 
 - Durable states (Unattached, Voted, Candidate, Leader, Follower) are written to the
   quorum-state store *before* the replica acts in them; Prospective and Resigned never are.
 - At most one standard vote per epoch: a vote is persisted before it is granted.
-- Illegal transitions raise :class:`~kraft.errors.IllegalStateError`: a lower epoch; Leader to
-  Follower in the same epoch; Follower to Follower in the same epoch unless the new leader
-  endpoints are a superset; Candidate from anything but Prospective; an observer (non-voter)
-  becoming Prospective, Candidate or Leader.
+- Illegal transitions raise :class:`~kraft.errors.IllegalStateError`.
 - Startup (``initialize``) restores a state from the store and the log, never as Leader: a
   replica that was leader comes back Resigned in that epoch, so it cannot vote in it again.
+- The leader's ``BatchAccumulator`` belongs to the quorum state from ``transition_to_leader``
+  on: leaving Leader (and :meth:`QuorumState.close`) closes it, dropping what was not drained.
 
 The high watermark a replica knows travels with it from state to state, except into Leader:
-a new leader starts with none (§1.5).
+a new leader starts with none (KIP-595).
 """
 
 from __future__ import annotations
@@ -34,6 +29,8 @@ from __future__ import annotations
 import logging
 import random
 import uuid
+from collections.abc import Callable
+from enum import Enum
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from kraft.common.uuids import uuid_from_text, uuid_to_text
@@ -44,6 +41,7 @@ from kraft.raft.leader import LeaderState
 from kraft.raft.states import (
     NO_DEADLINE,
     CandidateState,
+    Endpoints,
     EpochState,
     FollowerState,
     ProspectiveState,
@@ -55,13 +53,53 @@ from kraft.raft.states import (
 if TYPE_CHECKING:
     from kraft.raft.accumulator import BatchAccumulator
 
-__all__ = ["QuorumState"]
+__all__ = ["TRANSITIONS", "EpochChange", "QuorumState"]
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-Endpoints = tuple[tuple[str, str, int], ...]
+
+class EpochChange(Enum):
+    """How a transition changes the epoch."""
+
+    SAME = "same epoch"
+    HIGHER = "higher epoch"
+    SAME_OR_HIGHER = "same or higher epoch"
+    NEXT = "epoch + 1"
+
+    def allows(self, old: int, new: int) -> bool:
+        if self is EpochChange.SAME:
+            return new == old
+        if self is EpochChange.HIGHER:
+            return new > old
+        if self is EpochChange.SAME_OR_HIGHER:
+            return new >= old
+        return new == old + 1
+
+
+_SAME, _HIGHER, _SAME_OR_HIGHER = EpochChange.SAME, EpochChange.HIGHER, EpochChange.SAME_OR_HIGHER
+
+#: The transitions a replica may make: from each state (by name; "Voted" is Unattached with a
+#: vote), the states it may enter and how the epoch changes. "Voted" as a target is the
+#: recording of a standard vote: a Prospective replica records it and stays Prospective
+#: (Kafka's ``prospectiveAddVotedState``). Anything not listed raises ``IllegalStateError``.
+TRANSITIONS: dict[str, dict[str, EpochChange]] = {
+    "Unattached": {
+        "Unattached": _HIGHER, "Voted": _SAME, "Prospective": _SAME, "Follower": _SAME_OR_HIGHER,
+    },
+    "Voted": {"Unattached": _HIGHER, "Prospective": _SAME, "Follower": _SAME_OR_HIGHER},
+    "Prospective": {
+        "Unattached": _SAME_OR_HIGHER, "Voted": _SAME, "Candidate": EpochChange.NEXT,
+        "Follower": _SAME_OR_HIGHER,
+    },
+    "Candidate": {
+        "Unattached": _HIGHER, "Prospective": _SAME, "Leader": _SAME, "Follower": _SAME_OR_HIGHER,
+    },
+    "Leader": {"Unattached": _HIGHER, "Resigned": _SAME, "Follower": _HIGHER},
+    "Follower": {"Unattached": _HIGHER, "Prospective": _SAME, "Follower": _SAME_OR_HIGHER},
+    "Resigned": {"Unattached": _HIGHER, "Prospective": _SAME, "Follower": _HIGHER},
+}
 
 
 def _directory_str(directory_id: uuid.UUID | None) -> str | None:
@@ -95,8 +133,16 @@ class QuorumState(Generic[T]):
             epoch=0, high_watermark=None, leader_id=None, voted_key=None,
             election_deadline_ms=NO_DEADLINE,
         )
+        #: What the state must allow, beyond :data:`TRANSITIONS`, per target state.
+        self._guards: dict[str, Callable[[int, int | None, Endpoints], str | None]] = {
+            "Voted": self._guard_vote,
+            "Prospective": self._guard_election,
+            "Candidate": self._guard_election,
+            "Leader": self._guard_leader,
+            "Follower": self._guard_follower,
+        }
 
-    # -- what the state says -----------------------------------------------------------------
+    # -- what the state says ----------------------------------------------------------------------
     @property
     def epoch(self) -> int:
         return self.state.epoch
@@ -108,6 +154,10 @@ class QuorumState(Generic[T]):
     @property
     def is_observer(self) -> bool:
         return not self.is_voter
+
+    @property
+    def is_only_voter(self) -> bool:
+        return len(self.voters) == 1 and self.local_id in self.voters
 
     @property
     def local_key(self) -> ReplicaKey | None:
@@ -145,6 +195,37 @@ class QuorumState(Generic[T]):
             return ()
         return (("CONTROLLER", endpoint.host, endpoint.port),)
 
+    def current_leader_endpoints(self) -> Endpoints:
+        """The endpoints this replica knows for its current leader (none without one)."""
+        state = self.state
+        if isinstance(state, FollowerState):
+            return state.leader_endpoints
+        leader = self.leader_id
+        # Leader, Resigned, and a Prospective or Unattached replica that knows its leader:
+        # the static voter set holds that leader's address (Kafka keeps the endpoints a
+        # Follower had when it turns Prospective).
+        return () if leader is None else self.leader_endpoints(leader)
+
+    def has_consistent_leader(self, epoch: int, leader_id: int | None) -> bool:
+        """Whether a peer naming ``leader_id`` for ``epoch`` agrees with the leader we know."""
+        if epoch != self.epoch or leader_id is None:
+            return True
+        known = self.leader_id
+        return known is None or known == leader_id
+
+    def learns_leader(self, leader_id: int | None, endpoints: Endpoints) -> bool:
+        """Whether a peer naming ``leader_id`` for the current epoch tells us something: a
+        leader we did not know, or more endpoints for the one we follow."""
+        return (
+            leader_id is not None
+            and leader_id != self.local_id
+            and bool(endpoints)
+            and (
+                self.leader_id is None
+                or set(endpoints) > set(self.current_leader_endpoints())
+            )
+        )
+
     def random_election_timeout_ms(self) -> int:
         """Kafka's randomized election timeout: uniform in [T, 2T)."""
         timeout = self.config.election_timeout_ms
@@ -153,9 +234,10 @@ class QuorumState(Generic[T]):
     def _election_deadline(self, now_ms: int) -> int:
         return now_ms + self.random_election_timeout_ms() if self.is_voter else NO_DEADLINE
 
-    # -- startup -----------------------------------------------------------------------------
+    # -- startup ----------------------------------------------------------------------------------
     def initialize(self, log_last_epoch: int, now_ms: int) -> None:
-        """Restore the state from the store and the log (§1.1 startup rules, in order)."""
+        """Restore the state from the store and the log (Kafka's startup rules, in the order
+        docs/protocol.md lists them)."""
         stored = self.store.read_election_state() or ElectionState(0)
         local = self.local_key
         if stored.voted_id is not None and local is None:
@@ -201,19 +283,16 @@ class QuorumState(Generic[T]):
             self._persist()
         logger.info("initialized at epoch %d as %s", self.epoch, self.state.name)
 
-    # -- transitions ---------------------------------------------------------------------------
+    # -- transitions ------------------------------------------------------------------------------
     def transition_to_unattached(
         self, epoch: int, now_ms: int, leader_id: int | None = None
     ) -> None:
         """A new epoch with no known leader (or one without endpoints), or a lost pre-vote."""
         state = self.state
-        if epoch < self.epoch or (epoch == self.epoch and not isinstance(state, ProspectiveState)):
-            raise IllegalStateError(
-                f"cannot become Unattached in epoch {epoch} from {state.name} in {self.epoch}"
-            )
-        voted = state.voted_key if isinstance(state, ProspectiveState) and epoch == self.epoch \
-            else None
+        self._check_transition("Unattached", epoch)
+        voted: ReplicaKey | None = None
         if epoch == self.epoch and isinstance(state, ProspectiveState):
+            voted = state.voted_key
             leader_id = leader_id if leader_id is not None else state.leader_id
         # Kafka: a replica already waiting on an election timer (Unattached, Candidate,
         # Resigned, a Prospective that has not lost) keeps what remains of it when a higher
@@ -229,49 +308,40 @@ class QuorumState(Generic[T]):
     def transition_to_voted(self, candidate: ReplicaKey, now_ms: int) -> None:
         """Record a standard vote for ``candidate`` in the current epoch (persisted first)."""
         state = self.state
-        if isinstance(state, UnattachedState | ProspectiveState):
-            if state.voted_key is not None or state.leader_id is not None:
-                raise IllegalStateError(
-                    f"cannot vote for {candidate.id} in epoch {self.epoch}: "
-                    f"voted {state.voted_key}, leader {state.leader_id}"
-                )
-            if isinstance(state, UnattachedState):
-                self._durable(UnattachedState(state.epoch, state.high_watermark, None, candidate,
-                                              self._election_deadline(now_ms)))
-            else:
-                # Kafka's prospectiveAddVotedState: still Prospective, the vote made durable,
-                # and a fresh election timeout.
-                state.voted_key = candidate
-                state.election_deadline_ms = self._election_deadline(now_ms)
-                self._persist()
-            return
-        raise IllegalStateError(f"cannot vote from {state.name}")
+        self._check_transition("Voted", self.epoch)
+        if isinstance(state, UnattachedState):
+            self._durable(UnattachedState(state.epoch, state.high_watermark, None, candidate,
+                                          self._election_deadline(now_ms)))
+        else:
+            assert isinstance(state, ProspectiveState)
+            # Kafka's prospectiveAddVotedState: still Prospective, the vote made durable,
+            # and a fresh election timeout.
+            state.voted_key = candidate
+            state.election_deadline_ms = self._election_deadline(now_ms)
+            self._persist()
 
     def transition_to_prospective(self, now_ms: int) -> None:
         """KIP-996: ask for pre-votes without changing the epoch (never persisted)."""
         state = self.state
-        if not self.is_voter or self.local_id is None:
-            raise IllegalStateError("an observer never becomes Prospective")
-        if isinstance(state, LeaderState | ProspectiveState):
-            raise IllegalStateError(f"cannot become Prospective from {state.name}")
+        self._check_transition("Prospective", self.epoch)
+        assert self.local_id is not None
         leader_id: int | None = None
         voted: ReplicaKey | None = None
         if isinstance(state, UnattachedState | FollowerState):
             leader_id, voted = state.leader_id, state.voted_key
         elif isinstance(state, CandidateState):
             voted = self.local_key
-        self.state = ProspectiveState(
+        self._switch(ProspectiveState(
             self.epoch, state.high_watermark, self.local_id, leader_id, voted, self.voters,
             self._election_deadline(now_ms),
-        )
+        ))
         logger.info("epoch %d: Prospective (pre-vote)", self.epoch)
 
     def transition_to_candidate(self, now_ms: int) -> None:
         """Stand for election in epoch + 1, voting for ourselves (persisted)."""
         state = self.state
-        if not isinstance(state, ProspectiveState) or self.local_id is None:
-            raise IllegalStateError(f"only a Prospective voter may become Candidate, not "
-                                    f"{state.name}")
+        self._check_transition("Candidate", self.epoch + 1)
+        assert self.local_id is not None
         self.candidate_retries += 1
         self._durable(CandidateState(
             self.epoch + 1, state.high_watermark, self.local_id, self.local_directory_id,
@@ -281,16 +351,14 @@ class QuorumState(Generic[T]):
     def transition_to_leader(
         self, epoch_start_offset: int, accumulator: BatchAccumulator[T], now_ms: int
     ) -> LeaderState[T]:
-        """Won the election: lead this epoch (persisted). Starts with no high watermark."""
-        state = self.state
+        """Won the election: lead this epoch (persisted), appending through ``accumulator``,
+        which this quorum state owns from now on. Starts with no high watermark."""
+        self._check_transition("Leader", self.epoch)
         local = self.local_key
-        if not isinstance(state, CandidateState) or local is None:
-            raise IllegalStateError(f"only a Candidate may become Leader, not {state.name}")
-        if not state.is_vote_granted():
-            raise IllegalStateError("cannot become Leader without a majority of votes")
+        assert local is not None
         fetch_timeout = self.config.fetch_timeout_ms
         leader: LeaderState[T] = LeaderState(
-            epoch=state.epoch, local=local, epoch_start_offset=epoch_start_offset,
+            epoch=self.epoch, local=local, epoch_start_offset=epoch_start_offset,
             voters=self.voters, accumulator=accumulator,
             check_quorum_timeout_ms=fetch_timeout * 3 // 2,
             begin_quorum_epoch_interval_ms=fetch_timeout // 2,
@@ -305,23 +373,9 @@ class QuorumState(Generic[T]):
     ) -> None:
         """Follow ``leader_id`` in ``epoch`` (persisted)."""
         state = self.state
-        if epoch < self.epoch:
-            raise IllegalStateError(f"cannot follow in epoch {epoch}, below {self.epoch}")
-        if leader_id == self.local_id:
-            raise IllegalStateError("cannot follow ourselves")
+        self._check_transition("Follower", epoch, leader_id, endpoints)
         voted: ReplicaKey | None = None
         if epoch == self.epoch:
-            if isinstance(state, LeaderState | ResignedState):
-                raise IllegalStateError(
-                    f"cannot follow {leader_id} in epoch {epoch}: we lead(led) it"
-                )
-            if isinstance(state, FollowerState):
-                if state.leader_id != leader_id:
-                    raise IllegalStateError(
-                        f"epoch {epoch} has two leaders: {state.leader_id} and {leader_id}"
-                    )
-                if not set(endpoints) > set(state.leader_endpoints):
-                    raise IllegalStateError("already following this leader with these endpoints")
             if isinstance(state, UnattachedState | ProspectiveState | FollowerState):
                 voted = state.voted_key
             elif isinstance(state, CandidateState):
@@ -335,30 +389,98 @@ class QuorumState(Generic[T]):
     def transition_to_resigned(self, preferred_successors: list[int], now_ms: int) -> None:
         """Give up leadership of the current epoch (not persisted)."""
         state = self.state
-        if not isinstance(state, LeaderState) or self.local_id is None:
-            raise IllegalStateError(f"only the Leader may resign, not {state.name}")
-        state.accumulator.close()
-        self.state = ResignedState(
+        self._check_transition("Resigned", self.epoch)
+        assert isinstance(state, LeaderState) and self.local_id is not None
+        self._switch(ResignedState(
             state.epoch, state.high_watermark, self.local_id, self.voters,
             self._election_deadline(now_ms), preferred_successors=list(preferred_successors),
             unacknowledged=set(state.other_voters()),
-        )
+        ))
         logger.info("epoch %d: Resigned; preferred successors %s", self.epoch,
                     preferred_successors)
 
-    # -- helpers -------------------------------------------------------------------------------
+    def close(self) -> None:
+        """The replica stops: a leader's unwritten appends are dropped."""
+        state = self.state
+        if isinstance(state, LeaderState):
+            state.accumulator.close()
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def _check_transition(
+        self,
+        target: str,
+        epoch: int,
+        leader_id: int | None = None,
+        endpoints: Endpoints = (),
+    ) -> None:
+        """Raise ``IllegalStateError`` unless :data:`TRANSITIONS` allows entering ``target``
+        in ``epoch`` from the current state, and the state allows it too (see the module
+        docstring). ``leader_id`` and ``endpoints`` are the leader a Follower would follow."""
+        state = self.state
+        change = TRANSITIONS[state.name].get(target)
+        if change is None or not change.allows(self.epoch, epoch):
+            raise IllegalStateError(
+                f"cannot become {target} in epoch {epoch} from {state.name} in epoch "
+                f"{self.epoch}"
+            )
+        guard = self._guards.get(target)
+        problem = None if guard is None else guard(epoch, leader_id, endpoints)
+        if problem is not None:
+            raise IllegalStateError(f"cannot become {target} in epoch {epoch}: {problem}")
+
+    def _guard_vote(self, epoch: int, leader_id: int | None, endpoints: Endpoints) -> str | None:
+        state = self.state
+        if isinstance(state, UnattachedState | ProspectiveState) and (
+            state.voted_key is not None or state.leader_id is not None
+        ):
+            return f"voted for {state.voted_key}, leader {state.leader_id}"
+        return None
+
+    def _guard_election(
+        self, epoch: int, leader_id: int | None, endpoints: Endpoints
+    ) -> str | None:
+        return None if self.is_voter else "an observer never stands for election"
+
+    def _guard_leader(self, epoch: int, leader_id: int | None, endpoints: Endpoints) -> str | None:
+        state = self.state
+        if isinstance(state, CandidateState) and state.is_vote_granted():
+            return None
+        return "no majority of votes"
+
+    def _guard_follower(
+        self, epoch: int, leader_id: int | None, endpoints: Endpoints
+    ) -> str | None:
+        state = self.state
+        if leader_id == self.local_id:
+            return "a replica never follows itself"
+        if isinstance(state, FollowerState) and epoch == self.epoch:
+            if state.leader_id != leader_id:
+                return f"epoch {epoch} has two leaders: {state.leader_id} and {leader_id}"
+            if not set(endpoints) > set(state.leader_endpoints):
+                return "already following this leader with these endpoints"
+        return None
+
     def _durable(self, new_state: EpochState | LeaderState[T]) -> None:
         """Persist, then switch: a crash in between leaves the old, consistent state."""
         old = self.state
-        if isinstance(old, LeaderState) and not isinstance(new_state, LeaderState):
-            old.accumulator.close()
         self.state = new_state
         try:
             self._persist()
         except BaseException:
             self.state = old
             raise
+        self._left(old)
         logger.info("epoch %d: %s -> %s", new_state.epoch, old.name, new_state.name)
+
+    def _switch(self, new_state: EpochState | LeaderState[T]) -> None:
+        """Enter a state that is never persisted (Prospective, Resigned)."""
+        old = self.state
+        self.state = new_state
+        self._left(old)
+
+    def _left(self, old: EpochState | LeaderState[T]) -> None:
+        if isinstance(old, LeaderState) and not isinstance(self.state, LeaderState):
+            old.accumulator.close()  # the epoch's unwritten appends die with it
 
     def _persist(self) -> None:
         state = self.state

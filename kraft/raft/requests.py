@@ -1,6 +1,6 @@
 """Per-destination request bookkeeping: one request in flight, timeouts, retry backoff.
 
-KRAFT-BEHAVIOUR §1.3 (Kafka's ``RequestManager``): the client sends at most one request to a
+Kafka's ``RequestManager`` (KIP-595): the client sends at most one request to a
 node at a time; a response counts only if it answers that very request (its correlation id),
 so a response that arrives after the request timed out, or after the client changed state
 (every transition calls :meth:`RequestManager.reset_all`), is dropped as stale. A failed
@@ -10,10 +10,25 @@ request backs the destination off for ``retry_backoff_ms``; a timed-out one free
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-__all__ = ["RequestManager"]
+from kraft.protocol.envelope import OutboundRequest
+
+if TYPE_CHECKING:
+    from kraft.protocol.messages import Request
+    from kraft.raft.channel import NetworkChannel
+
+__all__ = ["RequestManager", "bootstrap_server_id"]
+
+
+def bootstrap_server_id(index: int) -> int:
+    """The destination id of ``QuorumConfig.bootstrap_servers[index]``: -2, -3, ...
+
+    Requests to a bootstrap server go to these negative ids; -1 stays "no id".
+    """
+    return -2 - index
 
 
 @dataclass(slots=True)
@@ -140,6 +155,26 @@ class RequestManager:
         if not self._bootstrap_servers:
             return 0
         return min(self.time_until_ready_ms(n, now_ms) for n in self._bootstrap_servers)
+
+    # -- sending ---------------------------------------------------------------------------
+    def maybe_send(
+        self,
+        channel: NetworkChannel,
+        destination: int,
+        build: Callable[[int], Request],
+        now_ms: int,
+    ) -> int:
+        """Send ``build(destination)`` if the destination is ready; return the milliseconds
+        until this destination needs attention again (its backoff, or the request timeout)."""
+        if self.is_backing_off(destination, now_ms):
+            return self.remaining_backoff_ms(destination, now_ms)
+        if self.is_ready(destination, now_ms):
+            body = build(destination)
+            correlation_id = channel.new_correlation_id()
+            self.on_request_sent(destination, correlation_id, now_ms, body.API_KEY.value)
+            channel.send(OutboundRequest(correlation_id, destination, body, now_ms))
+            return self._request_timeout_ms
+        return self.remaining_request_time_ms(destination, now_ms)
 
     # -- updates ---------------------------------------------------------------------------
     def on_request_sent(

@@ -1,9 +1,10 @@
 """The epoch states of a replica, and the vote each of them may grant.
 
-A replica is always in exactly one of these states (KRAFT-BEHAVIOUR §1.1); ``QuorumState`` in
-``kraft.raft.quorum`` owns the transitions between them. The states here are plain data plus
-the state-local rules: timers (absolute deadlines in the client's monotonic milliseconds) and
-``can_grant_vote`` (§1.2). They never persist anything and never change state themselves.
+A replica is always in exactly one of these states (Kafka's ``EpochState`` classes);
+``QuorumState`` in ``kraft.raft.quorum`` owns the transitions between them. The states here
+are plain data plus the state-local rules: timers (absolute deadlines in the client's
+monotonic milliseconds) and ``can_grant_vote`` (the vote-granting rules listed in
+docs/protocol.md). They never persist anything and never change state themselves.
 
 The leader's state, with its replica tracking and high-watermark rules, lives in
 ``kraft.raft.leader``.
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 
 __all__ = [
     "CandidateState",
+    "Endpoints",
     "EpochState",
     "FollowerState",
     "NO_DEADLINE",
@@ -27,6 +29,9 @@ __all__ = [
 
 #: A deadline that never comes (an observer's election timer).
 NO_DEADLINE = 2**63 - 1
+
+#: A leader's endpoints as the replica keeps them: (listener name, host, port) each.
+Endpoints = tuple[tuple[str, str, int], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +57,7 @@ def _unattached_grant(
     log_up_to_date: bool,
     pre_vote: bool,
 ) -> bool:
-    """§1.2 for a replica with no leader to follow (Unattached, and Prospective like it)."""
+    """Vote granting for a replica with no leader to follow (Unattached; Prospective alike)."""
     if pre_vote:
         return log_up_to_date
     if voted_key is not None:
@@ -173,10 +178,6 @@ class CandidateState(_Base, _VoteTally):
         # A candidate has voted for itself; it still answers pre-votes on their merit.
         return pre_vote and log_up_to_date
 
-    @property
-    def is_backing_off(self) -> bool:
-        return self.backoff_deadline_ms is not None
-
 
 @dataclass(slots=True)
 class FollowerState(_Base):
@@ -187,7 +188,7 @@ class FollowerState(_Base):
     """
 
     leader_id: int
-    leader_endpoints: tuple[tuple[str, str, int], ...]
+    leader_endpoints: Endpoints
     voted_key: ReplicaKey | None
     fetch_deadline_ms: int
     has_fetched: bool = False

@@ -46,8 +46,9 @@ from kraft.log.meta_properties import CLUSTER_METADATA_DIR, read_meta_properties
 from kraft.log.quorum_state import FileQuorumStateStore
 from kraft.metrics import RaftMetrics, start_prometheus_server
 from kraft.protocol.frame import DEFAULT_MAX_FRAME_SIZE
-from kraft.raft.client import KafkaRaftClient, bootstrap_server_id
+from kraft.raft.client import KafkaRaftClient
 from kraft.raft.listeners import Listener
+from kraft.raft.requests import bootstrap_server_id
 from kraft.record.serde import RecordSerde
 from kraft.runtime.clock import SystemClock
 from kraft.runtime.config import NodeConfig

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from kraft.protocol.messages import FetchRequest, FetchResponse, LeaderIdAndEpoch
+from kraft.raft.fetch_server import FetchServer
 from kraft.record.batch import encode_batch, iter_batches
 from kraft.record.control import (
     ControlRecordType,
@@ -399,3 +400,41 @@ def test_the_leader_writes_the_accumulators_encoded_batches() -> None:
                        [r.value for r in parsed]))
     assert theirs[0][:2] == (1, True)  # the LeaderChange
     assert theirs[1:] == [(2, False, [b"x", b"y"]), (4, False, [b"z"])]
+
+
+def test_a_fetch_that_moves_the_high_watermark_answers_parked_fetches_without_re_entry(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """KIP-1166: a Fetch that moves the HW completes, in the same poll, a parked Fetch whose
+    fetcher is now behind; the parked one is answered after the Fetch that moved the HW
+    returned, never from inside it (docs/protocol.md, "Following a Fetch")."""
+    depth = deepest = 0
+    complete = FetchServer._complete_valid_fetch
+
+    def tracking(self: FetchServer[bytes], *args: Any) -> FetchResponse:
+        nonlocal depth, deepest
+        depth += 1
+        deepest = max(deepest, depth)
+        try:
+            return complete(self, *args)
+        finally:
+            depth -= 1
+
+    monkeypatch.setattr(FetchServer, "_complete_valid_fetch", tracking)
+    ctx = leader_context(voters=(1, 2, 3, 4, 5))
+    append(ctx, [b"a"])
+    replica_fetches(ctx, 2, 2)
+    replica_fetches(ctx, 3, 2)
+    assert hw(ctx) == 2
+    append(ctx, [b"b"])  # LEO 3
+    ctx.deliver_request(fetch(ctx.epoch, 4, 3, epoch_before(ctx, 3), max_wait_ms=500,
+                              high_watermark=2), 4)
+    ctx.poll()
+    assert ctx.sent_responses(FetchResponse) == []  # parked: nothing new for replica 4
+    ctx.deliver_request(fetch(ctx.epoch, 2, 3, epoch_before(ctx, 3)), 2)
+    ctx.poll()
+    assert hw(ctx) == 3
+    answers = {r.destination: r.body for r in ctx.sent_responses(FetchResponse)}
+    assert sorted(answers) == [2, 4]
+    assert all(isinstance(b, FetchResponse) and b.high_watermark == 3 for b in answers.values())
+    assert deepest == 1

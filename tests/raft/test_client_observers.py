@@ -4,7 +4,7 @@ leader; if that connection is backing off or timed out, to a random ready bootst
 An observer is a replica outside the voter set: it never becomes Prospective, Candidate or
 Leader, its election timeout is infinite, it finds the leader by fetching from bootstrap
 servers (kraft: the voter ids when ``QuorumConfig.bootstrap_servers`` is empty, else -2, -3, ...,
-see ``kraft.raft.client.bootstrap_server_id``), it flushes only if ``followers_always_flush``,
+see ``kraft.raft.requests.bootstrap_server_id``), it flushes only if ``followers_always_flush``,
 and it still answers votes. On the leader, observers' fetches never move the high watermark.
 
 Scenarios mirror Kafka's ``KafkaRaftClientTest`` (testInitializeObserverNoPreviousState,
@@ -34,7 +34,7 @@ from kraft.protocol.messages import (
     VoteRequest,
     VoteResponse,
 )
-from kraft.raft.client import bootstrap_server_id
+from kraft.raft.requests import bootstrap_server_id
 from kraft.record.batch import encode_batch
 from kraft.testing import LocalCluster, RaftClientBuilder, RaftTestContext, RecordingListener
 

@@ -567,6 +567,46 @@ def test_shutdown_returns_a_future_completed_by_a_later_poll() -> None:
     assert context.client.is_shutdown
 
 
+def test_is_running_and_is_shutting_down_follow_a_shutdown() -> None:
+    """Kafka's isRunning / isShuttingDown: running until the shutdown completes, shutting down
+    from ``shutdown()`` until then, shut down after; a timed-out shutdown ends them too."""
+    context, _, _ = leader_context(voters=(1, 2))
+    client = context.client
+    assert (client.is_running, client.is_shutting_down, client.is_shutdown) == (
+        True, False, False
+    )
+    future = client.shutdown(5_000)
+    assert (client.is_running, client.is_shutting_down, client.is_shutdown) == (
+        True, True, False
+    )
+    context.poll()
+    context.poll()
+    assert context.role == "Resigned"
+    assert not future.done()
+    assert (client.is_running, client.is_shutting_down, client.is_shutdown) == (
+        True, True, False
+    )
+    context.advance(5_000)
+    context.poll()
+    assert isinstance(future.exception(), TimeoutError)
+    assert (client.is_running, client.is_shutting_down, client.is_shutdown) == (
+        False, False, True
+    )
+
+
+def test_a_follower_stops_shutting_down_on_the_next_poll() -> None:
+    """A follower knows a remote leader: ``is_shutting_down`` lasts until the next poll."""
+    context: RaftTestContext[bytes] = (
+        RaftClientBuilder(LOCAL, (1, 2)).with_elected_leader(5, 2).build()
+    )
+    context.poll()
+    context.client.shutdown(5_000)
+    assert context.client.is_shutting_down and context.client.is_running
+    context.poll()
+    assert not context.client.is_shutting_down
+    assert not context.client.is_running
+
+
 def test_leader_shutdown_resigns_and_completes_when_a_new_leader_appears() -> None:
     """§2 shutdown: a leader resigns and sends EndQuorumEpoch; it still votes to help the
     election; the shutdown completes once a remote leader is known

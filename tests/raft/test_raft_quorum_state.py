@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import random
 import uuid
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
+import kraft.raft.quorum as quorum_module
 from kraft.config import Endpoint, QuorumConfig
 from kraft.errors import IllegalStateError
 from kraft.log.quorum_state import ElectionState, MemoryQuorumStateStore
 from kraft.raft.leader import LeaderState
-from kraft.raft.quorum import QuorumState
+from kraft.raft.quorum import TRANSITIONS, QuorumState
 from kraft.raft.states import (
     NO_DEADLINE,
     CandidateState,
@@ -346,3 +349,93 @@ def test_preferred_successors_are_ordered_by_fetch_offset() -> None:
     leader.update_replica_state(ReplicaKey(2), 0, 5, 20)
     leader.update_replica_state(ReplicaKey(4), 0, 15, 20)
     assert leader.successors_by_fetch_offset() == [4, 2, 3]
+
+
+# -- the transition table and its diagram in docs/protocol.md ------------------------------------
+
+DIAGRAM_BEGIN = "<!-- transitions:begin"
+DIAGRAM_END = "<!-- transitions:end -->"
+
+
+def render_transitions() -> str:
+    """``TRANSITIONS`` as the text diagram docs/protocol.md shows: one line per transition."""
+    width = max(len(name) for name in TRANSITIONS)
+    lines = [
+        f"{source:<{width}} --> {target:<{width}}  ({change.value})"
+        for source, targets in TRANSITIONS.items()
+        for target, change in targets.items()
+    ]
+    return "\n".join(lines)
+
+
+def test_the_transition_diagram_in_docs_is_generated_from_the_table() -> None:
+    """docs/protocol.md shows QuorumState's transition table; it must say what the code
+    checks. On failure, paste the printed text between the markers."""
+    doc = (Path(__file__).parents[2] / "docs" / "protocol.md").read_text(encoding="utf-8")
+    begin = doc.index(DIAGRAM_BEGIN)
+    end = doc.index(DIAGRAM_END)
+    block = doc[doc.index("\n", begin) + 1:end].strip()
+    assert block.startswith("```text\n") and block.endswith("\n```")
+    expected = render_transitions()
+    if block[len("```text\n"):-len("\n```")] != expected:
+        print(f"```text\n{expected}\n```")
+    assert block[len("```text\n"):-len("\n```")] == expected
+
+
+def test_the_transitions_are_checked_against_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ``transition_to_*`` methods consult ``TRANSITIONS``: removing an entry makes that
+    transition illegal (and leaves the state as it was)."""
+    q, _ = quorum()
+    table = {source: dict(targets) for source, targets in quorum_module.TRANSITIONS.items()}
+    del table["Unattached"]["Prospective"]
+    monkeypatch.setattr(quorum_module, "TRANSITIONS", table)
+    with pytest.raises(IllegalStateError):
+        q.transition_to_prospective(0)
+    assert isinstance(q.state, UnattachedState)
+    q.transition_to_unattached(1, 0)  # still listed: allowed
+    assert q.epoch == 1
+
+
+def test_every_transition_not_in_the_table_raises() -> None:
+    """From each reachable state, each target the table does not list raises
+    ``IllegalStateError`` and changes nothing."""
+    def in_state(name: str) -> QuorumState[bytes]:
+        q, _ = quorum()
+        if name == "Voted":
+            q.transition_to_voted(ReplicaKey(2), 0)
+        elif name == "Prospective":
+            q.transition_to_prospective(0)
+        elif name == "Candidate":
+            q.transition_to_prospective(0)
+            q.transition_to_candidate(0)
+        elif name in ("Leader", "Resigned"):
+            elect(q)
+            if name == "Resigned":
+                q.transition_to_resigned([2, 3], 0)
+        elif name == "Follower":
+            q.transition_to_follower(1, 2, q.leader_endpoints(2), 0)
+        assert q.state.name == name
+        return q
+
+    attempts: dict[str, Callable[[QuorumState[bytes]], object]] = {
+        "Unattached": lambda q: q.transition_to_unattached(q.epoch, 0),
+        "Voted": lambda q: q.transition_to_voted(ReplicaKey(3), 0),
+        "Prospective": lambda q: q.transition_to_prospective(0),
+        "Candidate": lambda q: q.transition_to_candidate(0),
+        "Leader": lambda q: q.transition_to_leader(0, FakeAccumulator(), 0),
+        "Resigned": lambda q: q.transition_to_resigned([], 0),
+    }
+    checked = 0
+    for source, allowed in TRANSITIONS.items():
+        for target, attempt in attempts.items():
+            q = in_state(source)
+            if target in allowed and (
+                target != "Unattached" or allowed[target].allows(q.epoch, q.epoch)
+            ):
+                continue
+            before = (q.state.name, q.epoch)
+            with pytest.raises(IllegalStateError):
+                attempt(q)
+            assert (q.state.name, q.epoch) == before
+            checked += 1
+    assert checked >= 20
