@@ -727,9 +727,10 @@ class KafkaRaftClient(Generic[T]):
         ):
             if self._duplicate_id_log.allow(now):  # every peer's every answer repeats it
                 logger.error("another replica uses node id %s: a peer names it leader of epoch "
-                             "%d, which this process never led (a second process with this id?"
-                             " a replaced data directory?); its messages are refused (logged at "
-                             "most once a minute)", self.local_id, epoch)
+                             "%d, which this process never led. Is a second process running with "
+                             "node id %s (or was its data directory replaced)? Its messages are "
+                             "refused (logged at most once a minute)", self.local_id, epoch,
+                             self.local_id)
             return False
         if epoch > quorum.epoch:
             if leader_id is not None and endpoints:

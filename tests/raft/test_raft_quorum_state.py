@@ -422,7 +422,7 @@ def test_every_transition_not_in_the_table_raises() -> None:
         "Voted": lambda q: q.transition_to_voted(ReplicaKey(3), 0),
         "Prospective": lambda q: q.transition_to_prospective(0),
         "Candidate": lambda q: q.transition_to_candidate(0),
-        "Leader": lambda q: q.transition_to_leader(0, FakeAccumulator(), 0),
+        "Leader": lambda q: q.transition_to_leader(0, FakeAccumulator(), 0),  # type: ignore[arg-type]
         "Resigned": lambda q: q.transition_to_resigned([], 0),
     }
     checked = 0
