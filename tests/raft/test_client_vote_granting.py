@@ -741,8 +741,9 @@ def test_resigned_grants_pre_vote() -> None:
     "start", ["unattached", "voted", "follower", "candidate", "leader", "resigned"]
 )
 def test_higher_epoch_pre_vote_bumps_epoch_without_a_vote(start: str) -> None:
-    """§1.2 check 5 and §7: a higher-epoch pre-vote still moves the receiver to
-    Unattached(replicaEpoch); the pre-vote itself persists no vote."""
+    """§1.2 check 5 (and "Where kraft differs from Kafka" in docs/protocol.md): a
+    higher-epoch pre-vote still moves the receiver to Unattached(replicaEpoch); the pre-vote
+    itself persists no vote."""
     b = builder()
     if start == "voted":
         b = b.with_voted_candidate(EPOCH, 2)
