@@ -28,24 +28,21 @@ def main() -> None:
 
     print(f"t={cluster.clock.now_ms()} ms: disconnecting node {first}")
     cluster.disconnected.add(first)
-    cluster.run_until(
-        lambda: cluster.leader() not in (None, first), timeout_ms=30_000
-    )
+    cluster.run_until(lambda: cluster.leader() not in (None, first), timeout_ms=30_000)
     second = cluster.leader()
     assert second is not None
-    print(f"t={cluster.clock.now_ms()} ms: node {second} leads epoch "
-          f"{cluster.nodes[second].epoch}")
+    print(f"t={cluster.clock.now_ms()} ms: node {second} leads epoch {cluster.nodes[second].epoch}")
 
     cluster.append([b"delta"])
     cluster.run_until(lambda: len(cluster.listeners[second].records) == 4, timeout_ms=5_000)
     print(f"  node {second} committed {cluster.listeners[second].records}")
 
     cluster.disconnected.clear()
-    cluster.run_until(
-        lambda: len(cluster.listeners[first].records) == 4, timeout_ms=30_000
+    cluster.run_until(lambda: len(cluster.listeners[first].records) == 4, timeout_ms=30_000)
+    print(
+        f"t={cluster.clock.now_ms()} ms: node {first} rejoined as "
+        f"{cluster.nodes[first].role} and committed {cluster.listeners[first].records}"
     )
-    print(f"t={cluster.clock.now_ms()} ms: node {first} rejoined as "
-          f"{cluster.nodes[first].role} and committed {cluster.listeners[first].records}")
 
 
 if __name__ == "__main__":

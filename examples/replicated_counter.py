@@ -73,8 +73,10 @@ def main() -> None:
             with counter.changed:
                 if not counter.changed.wait_for(lambda: counter.committed >= last, TIMEOUT_S):
                     raise TimeoutError(f"offset {last} did not commit")
-                print(f"node 1 leads epoch {epoch} on {node.listen_address}; "
-                      f"counter = {counter.value} after offset {counter.committed}")
+                print(
+                    f"node 1 leads epoch {epoch} on {node.listen_address}; "
+                    f"counter = {counter.value} after offset {counter.committed}"
+                )
 
 
 if __name__ == "__main__":

@@ -33,8 +33,10 @@ def main() -> None:
 
         cluster.start_workload(rate_per_s=200)
         cluster.run_for(2_000)
-        print(f"t={cluster.now_ms} ms: counter at {cluster.node(first).counter_value}; "
-              f"killing node {first}")
+        print(
+            f"t={cluster.now_ms} ms: counter at {cluster.node(first).counter_value}; "
+            f"killing node {first}"
+        )
         cluster.kill(first)
 
         cluster.run_until(lambda: cluster.leader() not in (None, first), timeout_ms=10_000)
@@ -52,13 +54,17 @@ def main() -> None:
 
         assert cluster.run_until(converged, timeout_ms=10_000), list(cluster.nodes.values())
         node = cluster.node(first)
-        print(f"t={cluster.now_ms} ms: node {first} rejoined as {node.role}; every node's "
-              f"counter is {node.counter_value}")
+        print(
+            f"t={cluster.now_ms} ms: node {first} rejoined as {node.role}; every node's "
+            f"counter is {node.counter_value}"
+        )
 
         violations = cluster.validate()
         assert violations == [], violations
-        print(f"no invariant violated in {cluster.checker.checks} checks; "
-              f"{cluster.events.count} events, digest {cluster.digest[:16]}")
+        print(
+            f"no invariant violated in {cluster.checker.checks} checks; "
+            f"{cluster.events.count} events, digest {cluster.digest[:16]}"
+        )
 
 
 if __name__ == "__main__":

@@ -51,8 +51,10 @@ def main() -> int:
     data_dir = Path(args.dir)
     shutil.rmtree(data_dir, ignore_errors=True)
     meta = format_storage(data_dir, random_uuid(), NODE_ID)
-    print(f"formatted {data_dir}: cluster.id={meta.cluster_id} node.id={meta.node_id} "
-          f"directory.id={meta.directory_id}")
+    print(
+        f"formatted {data_dir}: cluster.id={meta.cluster_id} node.id={meta.node_id} "
+        f"directory.id={meta.directory_id}"
+    )
     log_dir = data_dir / CLUSTER_METADATA_DIR
 
     # -- 2. write as the leader of epoch 1 ----------------------------------------------------
@@ -62,13 +64,21 @@ def main() -> int:
     )
     log.initialize_leader_epoch(EPOCH)
     leader_change = LeaderChangeMessage(
-        version=0, leader_id=NODE_ID, voters=(LeaderChangeVoter(NODE_ID),),
+        version=0,
+        leader_id=NODE_ID,
+        voters=(LeaderChangeVoter(NODE_ID),),
         granting_voters=(LeaderChangeVoter(NODE_ID),),
     )
     log.append_as_leader(
-        [SimpleRecord(value=encode_control_value(leader_change),
-                      key=encode_control_key(ControlRecordType.LEADER_CHANGE))],
-        EPOCH, timestamp_ms=START_MS, control=True,
+        [
+            SimpleRecord(
+                value=encode_control_value(leader_change),
+                key=encode_control_key(ControlRecordType.LEADER_CHANGE),
+            )
+        ],
+        EPOCH,
+        timestamp_ms=START_MS,
+        control=True,
     )
     payload = b"x" * 100
     for i in range(args.batches):
@@ -76,8 +86,10 @@ def main() -> int:
     log.flush()
     log.update_high_watermark(log.log_end_offset)
     flushed = log.log_end_offset
-    print(f"wrote {flushed} records in {args.batches + 1} batches, "
-          f"{log.size_in_bytes():,} bytes in {len(log.segments())} segments; flushed")
+    print(
+        f"wrote {flushed} records in {args.batches + 1} batches, "
+        f"{log.size_in_bytes():,} bytes in {len(log.segments())} segments; flushed"
+    )
 
     # -- 3. unflushed appends, then a crash in the middle of the last batch --------------------
     for i in range(5):
@@ -94,8 +106,10 @@ def main() -> int:
     log = FileLog.open(log_dir, segment_bytes=256 * 1024)
     assert log.log_end_offset >= flushed, "recovery lost flushed data"
     batches = sum(1 for _ in iter_batches(log.read(0, Isolation.UNCOMMITTED, 1 << 30).records))
-    print(f"recovered: log end offset {log.log_end_offset} (flushed: {flushed}), "
-          f"{batches} whole batches readable, epochs {log.epoch_entries()}")
+    print(
+        f"recovered: log end offset {log.log_end_offset} (flushed: {flushed}), "
+        f"{batches} whole batches readable, epochs {log.epoch_entries()}"
+    )
     log.close()
 
     # -- 5. dump -------------------------------------------------------------------------------

@@ -58,8 +58,11 @@ def _parse_host(text: str, context: str) -> str:
         raise ConfigError(f"{context}: the host is empty")
     bad = sorted(_HOST_SEPARATORS.intersection(text))
     if bad:
-        hint = " (separate entries with ',', not ';')" if ";" in bad else (
-            " (put an IPv6 address in brackets: [::1]:9091)" if bad == [":"] else "")
+        hint = (
+            " (separate entries with ',', not ';')"
+            if ";" in bad
+            else (" (put an IPv6 address in brackets: [::1]:9091)" if bad == [":"] else "")
+        )
         shown = ", ".join(repr(c) for c in bad)
         raise ConfigError(f"{context}: host {text!r} contains {shown}{hint}")
     return text
@@ -100,7 +103,8 @@ def parse_bootstrap_servers(text: str) -> list[Endpoint]:
     """Parse ``"host:port,host:port"`` (Kafka's ``controller.quorum.bootstrap.servers``)."""
     servers = [
         _parse_endpoint(entry, f"bootstrap server {entry.strip()!r}")
-        for entry in text.split(",") if entry.strip()
+        for entry in text.split(",")
+        if entry.strip()
     ]
     if not servers:
         raise ConfigError(f"bootstrap servers {text!r}: no server (expected host:port,...)")

@@ -87,8 +87,14 @@ METRIC_GROUP: Final = "raft-metrics"
 #: "unattached" (Kafka's gauge has no case for it); only a follower that is not a voter
 #: reports "observer".
 CURRENT_STATES: Final = (
-    "leader", "prospective", "prospective-voted", "candidate", "voted", "follower",
-    "observer", "unattached",
+    "leader",
+    "prospective",
+    "prospective-voted",
+    "candidate",
+    "voted",
+    "follower",
+    "observer",
+    "unattached",
 )
 
 #: What each metric means, with its unit (the snapshot's keys; kraft additions say so).
@@ -96,36 +102,35 @@ METRIC_DESCRIPTIONS: Final[dict[str, str]] = {
     "current-state": "The election state of this replica: " + ", ".join(CURRENT_STATES) + ".",
     "current-leader": "The id of the current leader; -1 when none is known.",
     "current-vote": "The id this replica voted for in the current epoch (its own as leader or "
-                    "candidate); -1 when it holds no vote.",
+    "candidate); -1 when it holds no vote.",
     "current-vote-directory-id": "The directory id of the replica voted for, in Kafka's Uuid "
-                                 "text form; the zero Uuid when none.",
+    "text form; the zero Uuid when none.",
     "current-epoch": "The current quorum epoch.",
     "high-watermark": "The high watermark this replica knows; -1 when unknown.",
     "log-end-offset": "The offset the next record appended to the log will take.",
-    "log-end-epoch": "The epoch of the last batch in the log (or the epoch a new leader "
-                     "started).",
+    "log-end-epoch": "The epoch of the last batch in the log (or the epoch a new leader started).",
     "number-unknown-voter-connections": "Voters whose connection information is not known; "
-                                        "0 with a static voter set.",
+    "0 with a static voter set.",
     "number-of-voters": "The number of voters in the voter set.",
     "number-of-observers": "Observers the leader is tracking (reported by the leader only).",
     "commit-latency-avg": "Average milliseconds from appending a batch as leader to its "
-                          "commit, over the sample window.",
+    "commit, over the sample window.",
     "commit-latency-max": "Maximum milliseconds from appending a batch as leader to its "
-                          "commit, over the sample window.",
+    "commit, over the sample window.",
     "election-latency-avg": "Average milliseconds an election this replica took part in "
-                            "lasted, over the sample window.",
+    "lasted, over the sample window.",
     "election-latency-max": "Maximum milliseconds an election this replica took part in "
-                            "lasted, over the sample window.",
+    "lasted, over the sample window.",
     "fetch-records-rate": "Records per second this replica appended from fetches (as a "
-                          "follower or observer), over the sample window.",
+    "follower or observer), over the sample window.",
     "append-records-rate": "Records per second this replica appended as leader, over the "
-                           "sample window.",
+    "sample window.",
     "poll-idle-ratio-avg": "Fraction of the Raft I/O thread's time spent waiting for work, "
-                           "over the sample window; 1.0 before anything is recorded.",
+    "over the sample window; 1.0 before anything is recorded.",
     "append-records-total": "Records appended as leader since start (a kraft addition: a "
-                            "counter for Prometheus).",
+    "counter for Prometheus).",
     "fetch-records-total": "Records appended from fetches since start (a kraft addition: a "
-                           "counter for Prometheus).",
+    "counter for Prometheus).",
 }
 
 _EXTRA_HINT: Final = "install the extra: pip install 'kraft[metrics]'"
@@ -163,8 +168,16 @@ class WindowedStat:
     """
 
     __slots__ = (
-        "_count", "_current", "_expire_ms", "_last", "_max", "_samples", "_start", "_sum",
-        "_used", "_window_ms",
+        "_count",
+        "_current",
+        "_expire_ms",
+        "_last",
+        "_max",
+        "_samples",
+        "_start",
+        "_sum",
+        "_used",
+        "_window_ms",
     )
 
     def __init__(self, window: MetricWindow = DEFAULT_WINDOW) -> None:
@@ -482,8 +495,10 @@ def _prometheus() -> Any:
 
 
 #: Snapshot keys exported as counters (Prometheus appends ``_total`` itself).
-_COUNTERS: Final = {"append-records-total": "append_records", "fetch-records-total":
-                    "fetch_records"}
+_COUNTERS: Final = {
+    "append-records-total": "append_records",
+    "fetch-records-total": "fetch_records",
+}
 #: Snapshot keys exported specially (a labelled state gauge, an info metric).
 _SPECIAL: Final = {"current-state", "current-vote-directory-id"}
 
@@ -520,12 +535,14 @@ class PrometheusExporter:
         core = self._core
         node = [self.node_id]
         state = core.GaugeMetricFamily(
-            self._name("current-state"), METRIC_DESCRIPTIONS["current-state"],
+            self._name("current-state"),
+            METRIC_DESCRIPTIONS["current-state"],
             labels=["node_id", "state"],
         )
         directory = core.InfoMetricFamily(
             self.prefix + "current_vote_directory",
-            METRIC_DESCRIPTIONS["current-vote-directory-id"], labels=["node_id"],
+            METRIC_DESCRIPTIONS["current-vote-directory-id"],
+            labels=["node_id"],
         )
         if values is not None and "current-state" in values:
             current = values["current-state"]
@@ -624,8 +641,9 @@ def start_prometheus_server(
     registry.register(PrometheusExporter(metrics, node_id=node_id, namespace=namespace))
     app = _only_metrics_path(prometheus.make_wsgi_app(registry))
     try:
-        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
-                                    flags=socket.AI_PASSIVE)[0][0]
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[
+            0
+        ][0]
 
         class _Server(WSGIServer):
             address_family = family
@@ -634,8 +652,10 @@ def start_prometheus_server(
     except OSError as exc:
         raise TransportError(f"cannot serve metrics on {host}:{port}: {exc}") from exc
     thread = threading.Thread(
-        target=httpd.serve_forever, kwargs={"poll_interval": 0.1},
-        name=f"kraft-{node_id}-metrics", daemon=True,
+        target=httpd.serve_forever,
+        kwargs={"poll_interval": 0.1},
+        name=f"kraft-{node_id}-metrics",
+        daemon=True,
     )
     thread.start()
     server = MetricsServer(httpd, thread)

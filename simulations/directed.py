@@ -52,9 +52,9 @@ def figure8(run: ScenarioRun) -> None:
     for k in range(3):
         c.append([f"X{k}"])
     if not run.await_(
-        lambda: c.node(follower).log_end_offset
-        == c.node(leader).log_end_offset >= end_before + 3,
-        2_000, f"follower {follower} fetches X from leader {leader}",
+        lambda: c.node(follower).log_end_offset == c.node(leader).log_end_offset >= end_before + 3,
+        2_000,
+        f"follower {follower} fetches X from leader {leader}",
     ):
         return
     c.run_for(300)  # what L sent C, D, E meanwhile is dropped at delivery, not after the heal
@@ -64,8 +64,11 @@ def figure8(run: ScenarioRun) -> None:
     c.heal()
     # 2.
     old_epoch = c.node(leader).epoch
-    if not run.await_(lambda: _leads_above(c, rest, old_epoch) is not None, ELECTION_MS,
-                      "C, D or E leads a new epoch"):
+    if not run.await_(
+        lambda: _leads_above(c, rest, old_epoch) is not None,
+        ELECTION_MS,
+        "C, D or E leads a new epoch",
+    ):
         return
     second = _leads_above(c, rest, old_epoch)
     assert second is not None
@@ -75,8 +78,11 @@ def figure8(run: ScenarioRun) -> None:
     # 3.
     c.resume(leader)
     c.resume(follower)
-    if not run.await_(lambda: _leads_above(c, (leader, follower), second_epoch) is not None,
-                      ELECTION_MS, "L or V leads an epoch above C's"):
+    if not run.await_(
+        lambda: _leads_above(c, (leader, follower), second_epoch) is not None,
+        ELECTION_MS,
+        "L or V leads an epoch above C's",
+    ):
         return
     winner = _leads_above(c, (leader, follower), second_epoch)
     assert winner is not None
@@ -91,8 +97,11 @@ def figure8(run: ScenarioRun) -> None:
     c.heal()
     c.partition([winner, d], [second, other, e])
     c.resume(second)
-    run.await_(lambda: _leads_above(c, (second, other, e), winner_epoch) is not None, ELECTION_MS,
-               "C, V or E leads an epoch above W's")
+    run.await_(
+        lambda: _leads_above(c, (second, other, e), winner_epoch) is not None,
+        ELECTION_MS,
+        "C, V or E leads an epoch above W's",
+    )
     c.run_for(5_000)
     c.heal()
     await_caught_up(run, c)

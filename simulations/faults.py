@@ -72,8 +72,9 @@ def _restart_and_catch_up(run: ScenarioRun, cluster: Cluster, node_id: int) -> b
     node = cluster.node(node_id)
     if run.rng.random() < 0.5:
         cluster.shutdown(node_id)
-        if not run.await_(lambda: not node.running, 10_000,
-                          f"node {node_id} completes its graceful shutdown"):
+        if not run.await_(
+            lambda: not node.running, 10_000, f"node {node_id} completes its graceful shutdown"
+        ):
             return False
         cluster.restart(node_id)
     else:
@@ -108,8 +109,11 @@ def asymmetric_partition(run: ScenarioRun) -> None:
     cluster.block(others, [old])
     if await_leader(run, cluster, other_than=[old], what=f"a leader other than {old}") is None:
         return
-    if not run.await_(lambda: cluster.node(old).role != "Leader", 30_000,
-                      f"the deaf leader {old} resigns (check-quorum)"):
+    if not run.await_(
+        lambda: cluster.node(old).role != "Leader",
+        30_000,
+        f"the deaf leader {old} resigns (check-quorum)",
+    ):
         return
     if not await_high_watermark(run, cluster, others, top_high_watermark(cluster) + 20):
         return
@@ -193,7 +197,8 @@ class _Nemesis:
     def down_voters(self) -> set[int]:
         cluster = self.cluster
         return {
-            v for v in cluster.voter_ids
+            v
+            for v in cluster.voter_ids
             if not cluster.node(v).running or cluster.node(v).paused or v in self.shutting_down
         }
 
@@ -332,6 +337,7 @@ def _run_nemesis(run: ScenarioRun, *, storm: bool, stable_ms: tuple[int, int]) -
     if await_leader(run, cluster, timeout_ms=60_000, what="a leader once healed") is None:
         return
     target = top_high_watermark(cluster) + 20
-    if await_high_watermark(run, cluster, cluster.nodes, target,
-                            what=f"every node commits past {target} once healed"):
+    if await_high_watermark(
+        run, cluster, cluster.nodes, target, what=f"every node commits past {target} once healed"
+    ):
         await_caught_up(run, cluster)

@@ -25,7 +25,8 @@ def initial_election(run: ScenarioRun) -> None:
     cluster = start_cluster(run, voters=(1, 5), observers=(0, 5))
     run.await_(
         lambda: all(n.high_watermark >= 10 for n in cluster.nodes.values()),
-        30_000, "every node reaches high watermark 10",
+        30_000,
+        "every node reaches high watermark 10",
     )
 
 
@@ -42,8 +43,11 @@ def leader_failure(run: ScenarioRun) -> None:
     assert old is not None
     if run.rng.random() < 0.5:
         cluster.shutdown(old)
-        if not run.await_(lambda: not cluster.node(old).running, 10_000,
-                          f"leader {old} completes its graceful shutdown"):
+        if not run.await_(
+            lambda: not cluster.node(old).running,
+            10_000,
+            f"leader {old} completes its graceful shutdown",
+        ):
             return
     else:
         cluster.kill(old)
@@ -54,8 +58,9 @@ def leader_failure(run: ScenarioRun) -> None:
         return
     cluster.restart(old)
     target = top_high_watermark(cluster)
-    if await_high_watermark(run, cluster, [old], target,
-                            what=f"the old leader {old} catches up to {target}"):
+    if await_high_watermark(
+        run, cluster, [old], target, what=f"the old leader {old} catches up to {target}"
+    ):
         await_caught_up(run, cluster)
 
 
@@ -80,10 +85,13 @@ def all_nodes_killed(run: ScenarioRun) -> None:
     if leader is None:
         return
     if not run.await_(
-        lambda: cluster.node(leader).high_watermark > high_watermark + 10
-        and cluster.node(leader).counter_value > counter,
-        30_000, f"the restarted majority {survivors} commits past offset {high_watermark} and "
-                f"counter value {counter}",
+        lambda: (
+            cluster.node(leader).high_watermark > high_watermark + 10
+            and cluster.node(leader).counter_value > counter
+        ),
+        30_000,
+        f"the restarted majority {survivors} commits past offset {high_watermark} and "
+        f"counter value {counter}",
     ):
         return
     for node_id in cluster.nodes:
@@ -125,8 +133,12 @@ def majority_reachable(run: ScenarioRun) -> None:
         run.rng.choice([minority, majority_side]).append(observer)
     cluster.partition(minority, majority_side)
     split_at = top_high_watermark(cluster)
-    if await_leader(run, cluster, other_than=minority,
-                    what=f"a leader in the majority {majority_side}") is None:
+    if (
+        await_leader(
+            run, cluster, other_than=minority, what=f"a leader in the majority {majority_side}"
+        )
+        is None
+    ):
         return
     if not await_high_watermark(run, cluster, majority_side, split_at + 20):
         return
@@ -157,8 +169,10 @@ def back_to_back_leader_failures(run: ScenarioRun) -> None:
         return
     cluster.heal()
     cluster.isolate(second)
-    if await_leader(run, cluster, other_than=[second],
-                    what=f"a leader other than {second}") is None:
+    if (
+        await_leader(run, cluster, other_than=[second], what=f"a leader other than {second}")
+        is None
+    ):
         return
     others = [i for i in cluster.nodes if i != second]
     if not await_high_watermark(run, cluster, others, top_high_watermark(cluster) + 20):
@@ -188,11 +202,17 @@ def wiped_node_recovery(run: ScenarioRun) -> None:
         end = wiped.log_end_offset
         return sum(1 for v in others if v.log_end_offset >= end) >= majority(cluster)
 
-    if not run.await_(replaceable, 30_000,
-                      f"a majority of the voters other than {wiped.node_id} hold its log"):
+    if not run.await_(
+        replaceable, 30_000, f"a majority of the voters other than {wiped.node_id} hold its log"
+    ):
         return
     cluster.wipe(wiped.node_id)
     target = top_high_watermark(cluster)
-    if await_high_watermark(run, cluster, [wiped.node_id], target,
-                            what=f"the wiped node {wiped.node_id} catches up to {target}"):
+    if await_high_watermark(
+        run,
+        cluster,
+        [wiped.node_id],
+        target,
+        what=f"the wiped node {wiped.node_id} catches up to {target}",
+    ):
         await_caught_up(run, cluster)

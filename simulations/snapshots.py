@@ -29,7 +29,9 @@ CHUNK_BYTES = 64
 def _cluster(run: ScenarioRun) -> Cluster:
     voters = run.rng.randint(3, 5)
     cluster = run.cluster(
-        voters=voters, observers=run.rng.randint(0, 1), config=_snapshot_config(voters),
+        voters=voters,
+        observers=run.rng.randint(0, 1),
+        config=_snapshot_config(voters),
     )
     cluster.start_workload(RATE_PER_S)
     return cluster
@@ -46,12 +48,13 @@ def _fall_behind(run: ScenarioRun, cluster: Cluster, node_id: int) -> bool:
 
     def cleaned_past() -> bool:
         leader = cluster.leader()
-        return leader is not None and leader != node_id and (
-            cluster.node(leader).log.log_start_offset > node.log_end_offset
+        return (
+            leader is not None
+            and leader != node_id
+            and (cluster.node(leader).log.log_start_offset > node.log_end_offset)
         )
 
-    return run.await_(cleaned_past, 30_000,
-                      f"the leader cleans its log past node {node_id}'s end")
+    return run.await_(cleaned_past, 30_000, f"the leader cleans its log past node {node_id}'s end")
 
 
 def _lagging_follower(run: ScenarioRun, cluster: Cluster) -> int | None:
@@ -81,8 +84,9 @@ def snapshot_catch_up(run: ScenarioRun) -> None:
         return
     cluster, node = setup
     follower = node.node_id
-    run.await_(lambda: node.log.log_start_offset > 0, 30_000,
-               f"node {follower} installs a snapshot")
+    run.await_(
+        lambda: node.log.log_start_offset > 0, 30_000, f"node {follower} installs a snapshot"
+    )
     await_caught_up(run, cluster)
 
 
@@ -120,8 +124,11 @@ def snapshot_download_interrupted(run: ScenarioRun) -> None:
         cluster.set_network(latency_ms=(50, 200))
         cluster.run_for(5_000)
         cluster.set_network(latency_ms=LinkConfig().latency_ms)
-    run.await_(lambda: node.running and node.log.log_start_offset > 0, 60_000,
-               f"node {follower} installs a snapshot after the {fault}")
+    run.await_(
+        lambda: node.running and node.log.log_start_offset > 0,
+        60_000,
+        f"node {follower} installs a snapshot after the {fault}",
+    )
     await_caught_up(run, cluster)
 
 
@@ -134,11 +141,14 @@ def wiped_node_from_snapshot(run: ScenarioRun) -> None:
     if follower is None:
         return
     node = cluster.node(follower)
-    if not run.await_(lambda: all(
-        n.log.log_start_offset > 0 for i, n in cluster.nodes.items() if i != follower
-    ), 30_000, "every other node cleaned its log"):
+    if not run.await_(
+        lambda: all(n.log.log_start_offset > 0 for i, n in cluster.nodes.items() if i != follower),
+        30_000,
+        "every other node cleaned its log",
+    ):
         return
     cluster.wipe(follower)
-    run.await_(lambda: node.log.log_start_offset > 0, 30_000,
-               f"wiped node {follower} installs a snapshot")
+    run.await_(
+        lambda: node.log.log_start_offset > 0, 30_000, f"wiped node {follower} installs a snapshot"
+    )
     await_caught_up(run, cluster)

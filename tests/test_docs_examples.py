@@ -15,8 +15,7 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 #: zero by accident).
 GUIDES = {"testing.md": 10, "simulation.md": 4, "snapshots.md": 2}
 BLOCKS = {
-    guide: re.findall(r"```python\n(.*?)```", (DOCS / guide).read_text(), re.S)
-    for guide in GUIDES
+    guide: re.findall(r"```python\n(.*?)```", (DOCS / guide).read_text(), re.S) for guide in GUIDES
 }
 EXAMPLES = [(guide, index) for guide, blocks in BLOCKS.items() for index in range(len(blocks))]
 
@@ -32,8 +31,12 @@ def test_guide_example_runs(guide: str, index: int, tmp_path: Path) -> None:
     script = tmp_path / f"example_{index}.py"
     script.write_text(BLOCKS[guide][index])
     result = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=120,
-        cwd=tmp_path, check=False,
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        check=False,
     )
     assert result.returncode == 0, result.stderr[-3000:]
 
@@ -43,11 +46,15 @@ def test_the_embedding_guide_shows_a_three_voter_quorum_and_the_order_of_calls()
     .py) embeds three voters, registers each listener before starting its node, and sets
     shutdown_timeout_ms."""
     guide = (DOCS / "operations.md").read_text()
-    section = guide[guide.index("## Embedding a node"):]
-    (quorum,) = [block for block in re.findall(r"```python\n(.*?)```", section, re.S)
-                 if "kraft.RaftNode(" in block and "free_ports(3)" in block]
-    assert quorum.index("node.register(") < quorum.index("node.start()") < quorum.index(
-        "node.close()")
+    section = guide[guide.index("## Embedding a node") :]
+    (quorum,) = [
+        block
+        for block in re.findall(r"```python\n(.*?)```", section, re.S)
+        if "kraft.RaftNode(" in block and "free_ports(3)" in block
+    ]
+    assert (
+        quorum.index("node.register(") < quorum.index("node.start()") < quorum.index("node.close()")
+    )
     assert "shutdown_timeout_ms=" in quorum
     assert "`shutdown_timeout_ms`" in section
 

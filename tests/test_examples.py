@@ -16,7 +16,10 @@ def test_raft_in_memory_example_elects_replicates_and_fails_over() -> None:
     the old leader rejoins with every committed record."""
     result = subprocess.run(
         [sys.executable, str(EXAMPLES / "raft_in_memory.py")],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert result.returncode == 0, result.stderr
     out = result.stdout
@@ -31,6 +34,9 @@ def test_storage_example_runs(name: str, tmp_path: Path) -> None:
     recovers and dumps a log; the simulation fails over and validates its invariants."""
     result = subprocess.run(
         [sys.executable, str(EXAMPLES / name), "--dir", str(tmp_path / "demo")],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert result.returncode == 0, result.stderr

@@ -22,7 +22,8 @@ def _catalogue_names() -> set[str]:
     catalogue = ROOT / "simulations"
     modules = {f"kraft_simulations.{path.stem}" for path in catalogue.glob("*.py")}
     return {
-        name for name, found in load_scenarios(catalogue).items()
+        name
+        for name, found in load_scenarios(catalogue).items()
         if found.body.__module__ in modules
     }
 
@@ -40,8 +41,9 @@ def test_every_package_of_kraft_ships_in_the_wheel() -> None:
 
 
 def _run(command: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True,
-                            timeout=600, check=False)
+    result = subprocess.run(
+        command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600, check=False
+    )
     assert result.returncode == 0, f"{command}: {result.stdout}\n{result.stderr}"
     return result
 
@@ -54,27 +56,46 @@ def test_an_installed_wheel_lists_and_runs_the_scenarios_outside_the_checkout(
     source = tmp_path / "source"
     for name in SOURCES:
         if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, source / name,
-                            ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(
+                ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__")
+            )
         else:
             (source / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, source / name)
-    env = {key: value for key, value in os.environ.items()
-           if key not in ("PYTHONPATH", "KRAFT_SCENARIOS", "VIRTUAL_ENV")}
-    built = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--verbose", "--wheel-dir",
-                  str(tmp_path / "dist"), str(source)], tmp_path, env)
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("PYTHONPATH", "KRAFT_SCENARIOS", "VIRTUAL_ENV")
+    }
+    built = _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--verbose",
+            "--wheel-dir",
+            str(tmp_path / "dist"),
+            str(source),
+        ],
+        tmp_path,
+        env,
+    )
     # setuptools warns of a deprecated `project.license` table (a dated deprecation).
     assert "project.license" not in built.stdout + built.stderr
     (wheel,) = (tmp_path / "dist").glob("kraft-*.whl")
 
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", str(venv)], tmp_path, env)
-    _run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(wheel)],
-         tmp_path, env)
-    work = tmp_path / "elsewhere"   # no simulations/ here: the installed catalogue is used
+    _run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(wheel)], tmp_path, env
+    )
+    work = tmp_path / "elsewhere"  # no simulations/ here: the installed catalogue is used
     work.mkdir()
-    where = _run([str(venv / "bin" / "python"), "-c", "import kraft; print(kraft.__file__)"],
-                 work, env).stdout
+    where = _run(
+        [str(venv / "bin" / "python"), "-c", "import kraft; print(kraft.__file__)"], work, env
+    ).stdout
     assert Path(where.strip()).is_relative_to(venv), where
 
     kraft = str(venv / "bin" / "kraft")
@@ -82,7 +103,21 @@ def test_an_installed_wheel_lists_and_runs_the_scenarios_outside_the_checkout(
     listed = {line.split()[0] for line in listing.splitlines() if not line.startswith(" ")}
     assert listed == _catalogue_names()
 
-    ran = _run([kraft, "sim", "run", "--scenario", "initial_election", "--seed", "1",
-                "--no-message-events", "--out", str(work / "run")], work, env).stdout
+    ran = _run(
+        [
+            kraft,
+            "sim",
+            "run",
+            "--scenario",
+            "initial_election",
+            "--seed",
+            "1",
+            "--no-message-events",
+            "--out",
+            str(work / "run"),
+        ],
+        work,
+        env,
+    ).stdout
     assert ran.startswith("ok initial_election seed 1:"), ran
     assert (work / "run" / "events.jsonl").is_file()

@@ -25,7 +25,9 @@ def test_import_kraft_does_not_load_the_runtime() -> None:
 
 def test_the_runtime_names_are_the_runtime_objects() -> None:
     assert (kraft.RaftNode, kraft.NodeConfig, kraft.load_node_config) == (
-        RaftNode, NodeConfig, load_node_config
+        RaftNode,
+        NodeConfig,
+        load_node_config,
     )
     assert {"RaftNode", "NodeConfig", "load_node_config"} <= set(kraft.__all__)
 

@@ -159,7 +159,7 @@ def model_window(
         if not cut or t - cut[-1][0] >= window_ms:
             cut.append((t, []))
         cut[-1][1].append((t, v))
-    live = [s for s in cut[-(samples + 1):] if now - s[1][-1][0] < samples * window_ms]
+    live = [s for s in cut[-(samples + 1) :] if now - s[1][-1][0] < samples * window_ms]
     values = [v for _, sample in live for _, v in sample]
     oldest = min([now] + [start for start, _ in live])
     return values, oldest
@@ -177,8 +177,9 @@ def event_streams(draw: st.DrawFn) -> tuple[int, int, list[tuple[int, int]], lis
         t += gap
         events.append((t, value))
     # Where to read after each event (how far past it).
-    reads = draw(st.lists(st.integers(0, 5 * window_ms), min_size=len(events),
-                          max_size=len(events)))
+    reads = draw(
+        st.lists(st.integers(0, 5 * window_ms), min_size=len(events), max_size=len(events))
+    )
     return samples, window_ms, events, reads
 
 
@@ -244,13 +245,22 @@ def test_time_ratio_with_explicit_durations_clamps_bad_ratios() -> None:
 DIRECTORY = uuid.UUID(int=0x1234)
 
 
-def fake_client(state: Any, *, local_id: int | None = 1, voters: tuple[int, ...] = (1, 2, 3),
-                log_end: tuple[int, int] = (0, 0)) -> Any:
+def fake_client(
+    state: Any,
+    *,
+    local_id: int | None = 1,
+    voters: tuple[int, ...] = (1, 2, 3),
+    log_end: tuple[int, int] = (0, 0),
+) -> Any:
     """The little of a KafkaRaftClient the gauges read."""
     log = SimpleNamespace(log_end_offset=log_end[0], last_fetched_epoch=log_end[1])
     return SimpleNamespace(
-        quorum=SimpleNamespace(state=state), local_id=local_id, local_directory_id=DIRECTORY,
-        config=SimpleNamespace(voter_ids=frozenset(voters)), is_initialized=True, log=log,
+        quorum=SimpleNamespace(state=state),
+        local_id=local_id,
+        local_directory_id=DIRECTORY,
+        config=SimpleNamespace(voter_ids=frozenset(voters)),
+        is_initialized=True,
+        log=log,
     )
 
 
@@ -262,19 +272,42 @@ STATES = [
     # state, local id, current-state, current-leader, current-vote, voted directory
     (UnattachedState(4, None, None, None, NO_DEADLINE), 1, "unattached", -1, -1, NO_DIRECTORY),
     (UnattachedState(4, 7, 3, None, NO_DEADLINE), 1, "unattached", 3, -1, NO_DIRECTORY),
-    (UnattachedState(4, 7, None, VOTED, NO_DEADLINE), 1, "voted", -1, 2,
-     uuid_to_text(DIRECTORY)),
-    (ProspectiveState(4, 7, 1, 3, None, frozenset({1, 2, 3}), NO_DEADLINE), 1, "prospective",
-     3, -1, NO_DIRECTORY),
-    (ProspectiveState(4, 7, 1, None, ReplicaKey(2), frozenset({1, 2, 3}), NO_DEADLINE), 1,
-     "prospective-voted", -1, 2, NO_DIRECTORY),
-    (CandidateState(5, 7, 1, DIRECTORY, frozenset({1, 2, 3}), NO_DEADLINE, 1), 1, "candidate",
-     -1, 1, uuid_to_text(DIRECTORY)),
+    (UnattachedState(4, 7, None, VOTED, NO_DEADLINE), 1, "voted", -1, 2, uuid_to_text(DIRECTORY)),
+    (
+        ProspectiveState(4, 7, 1, 3, None, frozenset({1, 2, 3}), NO_DEADLINE),
+        1,
+        "prospective",
+        3,
+        -1,
+        NO_DIRECTORY,
+    ),
+    (
+        ProspectiveState(4, 7, 1, None, ReplicaKey(2), frozenset({1, 2, 3}), NO_DEADLINE),
+        1,
+        "prospective-voted",
+        -1,
+        2,
+        NO_DIRECTORY,
+    ),
+    (
+        CandidateState(5, 7, 1, DIRECTORY, frozenset({1, 2, 3}), NO_DEADLINE, 1),
+        1,
+        "candidate",
+        -1,
+        1,
+        uuid_to_text(DIRECTORY),
+    ),
     (FollowerState(5, 7, 2, (), ReplicaKey(2), NO_DEADLINE), 1, "follower", 2, -1, NO_DIRECTORY),
     (FollowerState(5, 7, 2, (), None, NO_DEADLINE), 9, "observer", 2, -1, NO_DIRECTORY),
     (UnattachedState(5, 7, None, None, NO_DEADLINE), 9, "unattached", -1, -1, NO_DIRECTORY),
-    (ResignedState(5, 7, 1, frozenset({1, 2, 3}), NO_DEADLINE, []), 1, "unattached", 1, -1,
-     NO_DIRECTORY),
+    (
+        ResignedState(5, 7, 1, frozenset({1, 2, 3}), NO_DEADLINE, []),
+        1,
+        "unattached",
+        1,
+        -1,
+        NO_DIRECTORY,
+    ),
 ]
 
 
@@ -291,8 +324,9 @@ def test_gauges_report_each_state_as_kafka_does(
     assert values["current-vote"] == vote
     assert values["current-vote-directory-id"] == directory
     assert values["current-epoch"] == state.epoch
-    assert values["high-watermark"] == (-1 if state.high_watermark is None
-                                        else state.high_watermark)
+    assert values["high-watermark"] == (
+        -1 if state.high_watermark is None else state.high_watermark
+    )
     assert (values["log-end-offset"], values["log-end-epoch"]) == (42, 3)
     assert values["number-of-voters"] == 3
     assert values["number-unknown-voter-connections"] == 0
@@ -305,11 +339,23 @@ def test_snapshot_names_are_kafkas_and_documented() -> None:
     metrics.bind(cluster.nodes[1])
     values = metrics.snapshot()
     kafka = {
-        "current-state", "current-leader", "current-vote", "current-vote-directory-id",
-        "current-epoch", "high-watermark", "log-end-offset", "log-end-epoch",
-        "number-unknown-voter-connections", "number-of-voters", "commit-latency-avg",
-        "commit-latency-max", "election-latency-avg", "election-latency-max",
-        "fetch-records-rate", "append-records-rate", "poll-idle-ratio-avg",
+        "current-state",
+        "current-leader",
+        "current-vote",
+        "current-vote-directory-id",
+        "current-epoch",
+        "high-watermark",
+        "log-end-offset",
+        "log-end-epoch",
+        "number-unknown-voter-connections",
+        "number-of-voters",
+        "commit-latency-avg",
+        "commit-latency-max",
+        "election-latency-avg",
+        "election-latency-max",
+        "fetch-records-rate",
+        "append-records-rate",
+        "poll-idle-ratio-avg",
     }
     assert kafka <= set(values)
     assert set(values) <= set(METRIC_DESCRIPTIONS)
@@ -419,8 +465,11 @@ def test_appends_show_in_commit_latency_and_record_rates() -> None:
     assert last is not None
     target = last + 1
     assert cluster.run_until(
-        lambda: all(log.high_watermark >= target and log.log_end_offset >= target
-                    for log in cluster.logs.values()), 10_000,
+        lambda: all(
+            log.high_watermark >= target and log.log_end_offset >= target
+            for log in cluster.logs.values()
+        ),
+        10_000,
     )
     now = cluster.clock.now_ms()
     lead = metrics[leader].snapshot()
@@ -499,11 +548,19 @@ def test_the_exporter_names_metrics_the_prometheus_way(prometheus: Any) -> None:
     assert samples[("kraft_raft_poll_idle_ratio_avg", node)] == 1.0
     for name in CURRENT_STATES:
         expected = 1.0 if name == "voted" else 0.0
-        assert samples[("kraft_raft_current_state", (("node_id", "1"), ("state", name)))] \
-            == expected
+        assert (
+            samples[("kraft_raft_current_state", (("node_id", "1"), ("state", name)))] == expected
+        )
     directory = uuid_to_text(DIRECTORY)
-    assert samples[("kraft_raft_current_vote_directory_info",
-                    (("directory_id", directory), ("node_id", "1")))] == 1.0
+    assert (
+        samples[
+            (
+                "kraft_raft_current_vote_directory_info",
+                (("directory_id", directory), ("node_id", "1")),
+            )
+        ]
+        == 1.0
+    )
     assert ("kraft_raft_number_of_observers", node) not in samples
 
 

@@ -60,8 +60,10 @@ def snapshot_file(records: list[list[bytes]]) -> bytes:
     """The bytes of snapshot :data:`SNAPSHOT_ID` holding ``records``, one batch per list."""
     frozen: list[Any] = []
     writer = SnapshotWriter(
-        MemoryRawSnapshotWriter(SNAPSHOT_ID, on_freeze=frozen.append), BytesSerde(),
-        last_contained_log_timestamp_ms=TIMESTAMP_MS, timestamp_ms=TIMESTAMP_MS,
+        MemoryRawSnapshotWriter(SNAPSHOT_ID, on_freeze=frozen.append),
+        BytesSerde(),
+        last_contained_log_timestamp_ms=TIMESTAMP_MS,
+        timestamp_ms=TIMESTAMP_MS,
     )
     for batch in records:
         writer.append(batch)

@@ -34,12 +34,18 @@ SNAPSHOT_ID = OffsetAndEpoch(10, 3)
 def test_the_quorum_epoch_responses_name_the_leader_and_the_error() -> None:
     assert vote_response(4, granted=True) == VoteResponse(leader_epoch=4, vote_granted=True)
     assert vote_response(4, granted=False, leader_id=2, error=Errors.FENCED_LEADER_EPOCH) == (
-        VoteResponse(partition_error_code=Errors.FENCED_LEADER_EPOCH, leader_id=2,
-                     leader_epoch=4, vote_granted=False)
+        VoteResponse(
+            partition_error_code=Errors.FENCED_LEADER_EPOCH,
+            leader_id=2,
+            leader_epoch=4,
+            vote_granted=False,
+        )
     )
     assert begin_epoch_response(6, 1) == BeginQuorumEpochResponse(leader_id=1, leader_epoch=6)
     assert end_epoch_response(6, error=Errors.NOT_LEADER_OR_FOLLOWER) == EndQuorumEpochResponse(
-        partition_error_code=Errors.NOT_LEADER_OR_FOLLOWER, leader_id=-1, leader_epoch=6,
+        partition_error_code=Errors.NOT_LEADER_OR_FOLLOWER,
+        leader_id=-1,
+        leader_epoch=6,
     )
     assert vote_response(4, granted=True, error_code=Errors.BROKER_NOT_AVAILABLE).error_code == (
         Errors.BROKER_NOT_AVAILABLE
@@ -49,7 +55,9 @@ def test_the_quorum_epoch_responses_name_the_leader_and_the_error() -> None:
 def test_the_fetch_response_carries_records_a_diverging_epoch_or_a_snapshot_id() -> None:
     leader = LeaderIdAndEpoch(2, 5)
     assert fetch_response(5, 2, b"batch", 7) == FetchResponse(
-        high_watermark=7, records=b"batch", current_leader=leader,
+        high_watermark=7,
+        records=b"batch",
+        current_leader=leader,
     )
     diverging = fetch_response(5, 2, diverging_epoch=OffsetAndEpoch(4, 1))
     assert diverging.diverging_epoch == EpochEndOffset(epoch=1, end_offset=4)
@@ -65,8 +73,11 @@ def test_the_fetch_snapshot_response_is_a_slice_of_the_file() -> None:
     data = bytes(range(20))
     middle = fetch_snapshot_response(5, 2, SNAPSHOT_ID, data, position=4, length=6)
     assert middle == FetchSnapshotResponse(
-        snapshot_id=SnapshotId(10, 3), current_leader=LeaderIdAndEpoch(2, 5), size=20,
-        position=4, unaligned_records=data[4:10],
+        snapshot_id=SnapshotId(10, 3),
+        current_leader=LeaderIdAndEpoch(2, 5),
+        size=20,
+        position=4,
+        unaligned_records=data[4:10],
     )
     assert fetch_snapshot_response(5, 2, SNAPSHOT_ID, data, 15).unaligned_records == data[15:]
     refused = fetch_snapshot_response(5, 2, SNAPSHOT_ID, data, 0, error=Errors.SNAPSHOT_NOT_FOUND)

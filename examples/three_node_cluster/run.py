@@ -56,11 +56,13 @@ def step(text: str) -> None:
 def kraft(*args: str, timeout_s: float) -> str:
     """Run ``kraft ARGS``, echoing the command line; its stdout (raises if it fails)."""
     print("$ kraft " + " ".join(args), flush=True)
-    done = subprocess.run([*KRAFT, *args], capture_output=True, text=True, timeout=timeout_s,
-                          check=False)
+    done = subprocess.run(
+        [*KRAFT, *args], capture_output=True, text=True, timeout=timeout_s, check=False
+    )
     if done.returncode != 0:
-        raise RuntimeError(f"kraft {args[0]} {args[1]} exited {done.returncode}: "
-                           f"{done.stderr.strip()}")
+        raise RuntimeError(
+            f"kraft {args[0]} {args[1]} exited {done.returncode}: {done.stderr.strip()}"
+        )
     print(done.stdout.rstrip(), flush=True)
     return done.stdout
 
@@ -70,8 +72,11 @@ def write_configs(work: Path, base_port: int) -> dict[int, Path]:
     paths = {}
     for node_id in NODE_IDS:
         text = (HERE / f"node{node_id}.toml").read_text()
-        text = re.sub(r"127\.0\.0\.1:(\d+)",
-                      lambda m: f"127.0.0.1:{int(m[1]) - CONFIG_BASE_PORT + base_port}", text)
+        text = re.sub(
+            r"127\.0\.0\.1:(\d+)",
+            lambda m: f"127.0.0.1:{int(m[1]) - CONFIG_BASE_PORT + base_port}",
+            text,
+        )
         paths[node_id] = work / f"node{node_id}.toml"
         paths[node_id].write_text(text)
     return paths
@@ -83,8 +88,7 @@ class Cluster:
     def __init__(self, work: Path, configs: dict[int, Path]) -> None:
         self.changed = threading.Condition()
         self.nodes = {
-            node_id: NodeProcess(node_id, path, work / f"node-{node_id}.log",
-                                 changed=self.changed)
+            node_id: NodeProcess(node_id, path, work / f"node-{node_id}.log", changed=self.changed)
             for node_id, path in configs.items()
         }
         self.bootstrap = ",".join(
@@ -99,15 +103,19 @@ class Cluster:
                 leaders = []
                 for node_id, node in self.nodes.items():
                     change = node.last_leader_event()  # this life's, not a killed one's
-                    if node_id != exclude and node.is_running() and change is not None and (
-                        change["leader"] == node_id
+                    if (
+                        node_id != exclude
+                        and node.is_running()
+                        and change is not None
+                        and (change["leader"] == node_id)
                     ):
                         leaders.append((change["epoch"], node_id))
                 if leaders:
                     epoch, node_id = max(leaders)
                     return node_id, epoch
-                if not any(node.is_running() for node_id, node in self.nodes.items()
-                           if node_id != exclude):
+                if not any(
+                    node.is_running() for node_id, node in self.nodes.items() if node_id != exclude
+                ):
                     raise RuntimeError("every node has exited (see their logs)")
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -122,8 +130,9 @@ class Cluster:
         for record in records:
             while True:
                 leader, _ = self.leader(max(0.1, deadline - time.monotonic()))
-                answer = self.nodes[leader].request(f"append {record}", ("appended", "error"),
-                                                    max(0.1, deadline - time.monotonic()))
+                answer = self.nodes[leader].request(
+                    f"append {record}", ("appended", "error"), max(0.1, deadline - time.monotonic())
+                )
                 if answer["event"] == "appended":
                     last = answer["offset"]
                     break
@@ -131,17 +140,22 @@ class Cluster:
                     raise TimeoutError(f"cannot append {record!r}: {answer}")
         return last
 
-    def wait_committed(self, node_id: int, offset: int, timeout_s: float,
-                       since: int = 0) -> None:
+    def wait_committed(self, node_id: int, offset: int, timeout_s: float, since: int = 0) -> None:
         self.nodes[node_id].wait_for(
-            lambda e: e.get("event") == "commit" and e["offset"] >= offset, timeout_s,
-            f"the commit of offset {offset}", since,
+            lambda e: e.get("event") == "commit" and e["offset"] >= offset,
+            timeout_s,
+            f"the commit of offset {offset}",
+            since,
         )
 
     def records(self, node_id: int, pid: int | None = None) -> list[str]:
         """The records ``node_id`` reported committed (by its process ``pid`` if given)."""
-        return [record for event in self.nodes[node_id].events("commit")
-                if pid is None or event["pid"] == pid for record in event["records"]]
+        return [
+            record
+            for event in self.nodes[node_id].events("commit")
+            if pid is None or event["pid"] == pid
+            for record in event["records"]
+        ]
 
     def stop(self, timeout_s: float = 15.0) -> dict[int, int]:
         """SIGTERM every running node at once; their exit statuses (SIGKILL after timeout)."""
@@ -175,8 +189,7 @@ def demo(cluster: Cluster, configs: dict[int, Path], timeout_s: float) -> None:
     for node_id in cluster.nodes:
         cluster.wait_committed(node_id, last, timeout_s)
     print(f"every node committed through offset {last}: {cluster.records(leader)}")
-    kraft("quorum", "describe", "--bootstrap", cluster.bootstrap, "--status",
-          timeout_s=timeout_s)
+    kraft("quorum", "describe", "--bootstrap", cluster.bootstrap, "--status", timeout_s=timeout_s)
 
     step(f"kill -9 the leader, node {leader}")
     killed = leader
@@ -184,8 +197,7 @@ def demo(cluster: Cluster, configs: dict[int, Path], timeout_s: float) -> None:
     print(f"node {killed} exited with status {cluster.nodes[killed].wait(timeout_s)}")
     leader, epoch = cluster.leader(timeout_s, exclude=killed)
     print(f"new leader: node {leader} (epoch {epoch})")
-    kraft("quorum", "describe", "--bootstrap", cluster.bootstrap, "--status",
-          timeout_s=timeout_s)
+    kraft("quorum", "describe", "--bootstrap", cluster.bootstrap, "--status", timeout_s=timeout_s)
 
     step("writing three more records through the new leader")
     second = [f"after-{i}" for i in range(3)]
@@ -203,10 +215,13 @@ def demo(cluster: Cluster, configs: dict[int, Path], timeout_s: float) -> None:
     replayed = cluster.records(killed, node.pid)
     if replayed != first + second:
         raise RuntimeError(f"node {killed} committed {replayed}, not {first + second}")
-    print(f"node {killed} caught up: committed through offset {last}, "
-          f"{len(replayed)} records: {replayed}")
-    kraft("quorum", "describe", "--bootstrap", cluster.bootstrap, "--replication",
-          timeout_s=timeout_s)
+    print(
+        f"node {killed} caught up: committed through offset {last}, "
+        f"{len(replayed)} records: {replayed}"
+    )
+    kraft(
+        "quorum", "describe", "--bootstrap", cluster.bootstrap, "--replication", timeout_s=timeout_s
+    )
 
     step("stopping every node with SIGTERM")
     for node_id, status in sorted(cluster.stop().items()):
@@ -219,13 +234,22 @@ def _interrupted(signum: int, frame: FrameType | None) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dir", type=Path, default=None,
-                        help="work directory, kept afterwards (must be empty or absent; "
-                             "default: a temporary one, removed on success)")
-    parser.add_argument("--base-port", type=int, default=CONFIG_BASE_PORT,
-                        help=f"node n listens on BASE_PORT + n - 1 (default {CONFIG_BASE_PORT})")
-    parser.add_argument("--timeout", type=float, default=60.0,
-                        help="seconds to wait for each step (default 60)")
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=None,
+        help="work directory, kept afterwards (must be empty or absent; "
+        "default: a temporary one, removed on success)",
+    )
+    parser.add_argument(
+        "--base-port",
+        type=int,
+        default=CONFIG_BASE_PORT,
+        help=f"node n listens on BASE_PORT + n - 1 (default {CONFIG_BASE_PORT})",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=60.0, help="seconds to wait for each step (default 60)"
+    )
     args = parser.parse_args()
     if args.dir is not None and args.dir.exists() and any(args.dir.iterdir()):
         parser.error(f"{args.dir} is not empty")
@@ -237,8 +261,16 @@ def main() -> int:
     configs = write_configs(work, args.base_port)
     cluster_id = kraft("storage", "random-uuid", timeout_s=args.timeout).strip()
     for node_id, path in configs.items():
-        kraft("storage", "format", "--cluster-id", cluster_id, "--node-id", str(node_id),
-              str(load_node_config(path).data_dir), timeout_s=args.timeout)
+        kraft(
+            "storage",
+            "format",
+            "--cluster-id",
+            cluster_id,
+            "--node-id",
+            str(node_id),
+            str(load_node_config(path).data_dir),
+            timeout_s=args.timeout,
+        )
 
     cluster = Cluster(work, configs)
     ok = False

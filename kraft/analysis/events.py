@@ -30,28 +30,49 @@ __all__ = [
 EVENTS_FILE = "events.jsonl"
 
 #: Every ``details`` key of schema v1, by the kinds that write it.
-_DETAILS_DDL = ", ".join([
-    # run_started
-    "voters: INT", "observers: INT",
-    "config: STRUCT<election_timeout_ms: BIGINT, fetch_timeout_ms: BIGINT, "
-    "append_linger_ms: BIGINT, fetch_max_wait_ms: BIGINT, network: STRUCT<latency_ms: "
-    "ARRAY<BIGINT>, `drop`: DOUBLE, duplicate: DOUBLE, reorder: DOUBLE>>",
-    # node_started, state_changed
-    "incarnation: INT", "from_role: STRING", "from_epoch: INT",
-    # vote_granted, vote_refused
-    "pre_vote: BOOLEAN", "error_code: INT",
-    # message_dropped
-    "reason: STRING",
-    # fault_injected, fault_healed, fault_suppressed
-    "fault: STRING", "index: INT", "targets: ARRAY<INT>", "groups: ARRAY<ARRAY<INT>>",
-    "sources: ARRAY<INT>", "destinations: ARRAY<INT>", "`drop`: DOUBLE", "duplicate: DOUBLE",
-    "reorder: DOUBLE", "latency_ms: ARRAY<BIGINT>",
-    # invariant_violated, expectation_failed, invariants_checked, run_error, run_finished
-    "invariant: STRING", "nodes: ARRAY<INT>", "message: STRING", "checks: BIGINT",
-    "violations: INT", "error: STRING", "events: BIGINT", "faults: INT",
-    # snapshot_created, snapshot_loaded
-    "snapshot_epoch: INT", "value: BIGINT", "log_start_offset: BIGINT",
-])
+_DETAILS_DDL = ", ".join(
+    [
+        # run_started
+        "voters: INT",
+        "observers: INT",
+        "config: STRUCT<election_timeout_ms: BIGINT, fetch_timeout_ms: BIGINT, "
+        "append_linger_ms: BIGINT, fetch_max_wait_ms: BIGINT, network: STRUCT<latency_ms: "
+        "ARRAY<BIGINT>, `drop`: DOUBLE, duplicate: DOUBLE, reorder: DOUBLE>>",
+        # node_started, state_changed
+        "incarnation: INT",
+        "from_role: STRING",
+        "from_epoch: INT",
+        # vote_granted, vote_refused
+        "pre_vote: BOOLEAN",
+        "error_code: INT",
+        # message_dropped
+        "reason: STRING",
+        # fault_injected, fault_healed, fault_suppressed
+        "fault: STRING",
+        "index: INT",
+        "targets: ARRAY<INT>",
+        "groups: ARRAY<ARRAY<INT>>",
+        "sources: ARRAY<INT>",
+        "destinations: ARRAY<INT>",
+        "`drop`: DOUBLE",
+        "duplicate: DOUBLE",
+        "reorder: DOUBLE",
+        "latency_ms: ARRAY<BIGINT>",
+        # invariant_violated, expectation_failed, invariants_checked, run_error, run_finished
+        "invariant: STRING",
+        "nodes: ARRAY<INT>",
+        "message: STRING",
+        "checks: BIGINT",
+        "violations: INT",
+        "error: STRING",
+        "events: BIGINT",
+        "faults: INT",
+        # snapshot_created, snapshot_loaded
+        "snapshot_epoch: INT",
+        "value: BIGINT",
+        "log_start_offset: BIGINT",
+    ]
+)
 
 #: The event-log schema v1 as a Spark DDL string (the field order of the file).
 EVENT_SCHEMA_DDL = (
@@ -63,13 +84,26 @@ EVENT_SCHEMA_DDL = (
 
 #: The top-level fields whose default is -1 (absent from a line when at the default).
 _MINUS_ONE_DEFAULTS = (
-    "node", "epoch", "leader", "log_end_offset", "high_watermark", "offset", "base_offset",
-    "checksum", "count", "latency_ms", "peer",
+    "node",
+    "epoch",
+    "leader",
+    "log_end_offset",
+    "high_watermark",
+    "offset",
+    "base_offset",
+    "checksum",
+    "count",
+    "latency_ms",
+    "peer",
 )
 
 #: The kinds that carry a node's state right after the event (docs/simulation.md, *state*).
 STATE_KINDS = (
-    "node_started", "state_changed", "vote_granted", "vote_refused", "append_accepted",
+    "node_started",
+    "state_changed",
+    "vote_granted",
+    "vote_refused",
+    "append_accepted",
 )
 
 NOT_FOUND_HINT = (
@@ -127,11 +161,14 @@ def load_events(spark: Any, source: str | Path | Sequence[str], fmt: str = "auto
         # the filter below drops, instead of failing the whole job.
         frame = spark.read.schema(EVENT_SCHEMA_DDL).option("mode", "PERMISSIVE").json(paths)
     frame = frame.where(sf.col("run_id").isNotNull() & sf.col("kind").isNotNull())
-    return frame.select(*[
-        sf.coalesce(sf.col(name), sf.lit(-1)).cast(_type_of(name)).alias(name)
-        if name in _MINUS_ONE_DEFAULTS else sf.col(name)
-        for name in frame.columns
-    ])
+    return frame.select(
+        *[
+            sf.coalesce(sf.col(name), sf.lit(-1)).cast(_type_of(name)).alias(name)
+            if name in _MINUS_ONE_DEFAULTS
+            else sf.col(name)
+            for name in frame.columns
+        ]
+    )
 
 
 def _type_of(name: str) -> str:
@@ -139,8 +176,18 @@ def _type_of(name: str) -> str:
 
 
 #: The ``details`` keys the analysis reads (the others stay in the files).
-_DETAILS_READ = ("voters", "observers", "from_role", "fault", "index", "targets", "drop",
-                 "duplicate", "reorder", "latency_ms")
+_DETAILS_READ = (
+    "voters",
+    "observers",
+    "from_role",
+    "fault",
+    "index",
+    "targets",
+    "drop",
+    "duplicate",
+    "reorder",
+    "latency_ms",
+)
 
 
 def project(events: Any) -> Any:
@@ -151,11 +198,26 @@ def project(events: Any) -> Any:
 
     details = sf.struct(
         *[sf.col(f"details.{key}").alias(key) for key in _DETAILS_READ],
-        sf.struct(sf.col("details.config.election_timeout_ms").alias("election_timeout_ms"),
-                  sf.col("details.config.network").alias("network")).alias("config"),
+        sf.struct(
+            sf.col("details.config.election_timeout_ms").alias("election_timeout_ms"),
+            sf.col("details.config.network").alias("network"),
+        ).alias("config"),
     )
     return events.select(
-        "run_id", "seed", "scenario", "time_ms", "seq", "kind", "node", "epoch", "role",
-        "high_watermark", "offset", "base_offset", "checksum", "count", "latency_ms",
+        "run_id",
+        "seed",
+        "scenario",
+        "time_ms",
+        "seq",
+        "kind",
+        "node",
+        "epoch",
+        "role",
+        "high_watermark",
+        "offset",
+        "base_offset",
+        "checksum",
+        "count",
+        "latency_ms",
         details.alias("details"),
     )

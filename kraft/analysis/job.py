@@ -35,8 +35,7 @@ Progress = Callable[[str], None]
 TABLES: dict[str, str] = {
     "runs": "one run: shape, events, first leader, elections, unavailability, throughput",
     "elections": "one node becoming leader: epoch, when, campaign length",
-    "faults": "one injected fault (not a repair): kind, targets, time until a leader commits "
-              "again",
+    "faults": "one injected fault (not a repair): kind, targets, time until a leader commits again",
     "unavailability": "one window without a leader commit while the workload appended",
     "commit_latency": "latency percentiles by scenario, voters and scope (leader, voters)",
     "recovery_by_fault": "recovery percentiles by fault kind",
@@ -69,26 +68,53 @@ class AnalysisResult:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The job's arguments (``kraft analyze`` and ``spark-submit job.py`` take the same)."""
-    parser.add_argument("runs_dir", metavar="RUNS_DIR",
-                        help="a sweep directory (<scenario>/seed-<N>/events.jsonl), a run "
-                             "directory, a Parquet directory of events, or a URI")
-    parser.add_argument("--out", metavar="REPORT_DIR", type=Path, default=Path("report"),
-                        help="where report.md, plots/ and tables/ go (default: report)")
-    parser.add_argument("--master", metavar="URL", default=None,
-                        help=f"local[N], local[*] or spark://host:port (default: "
-                             f"{DEFAULT_MASTER}, or what spark-submit set)")
-    parser.add_argument("--format", choices=("auto", "json", "parquet"), default="auto",
-                        help="the input format (default: auto, Parquet for a directory of "
-                             "Parquet files)")
-    parser.add_argument("--save-events", action="store_true",
-                        help="first convert the events to Parquet in REPORT_DIR/events, then "
-                             "analyse that (a later run can read it, much faster than JSON)")
-    parser.add_argument("--gap-ms", type=int, default=metrics.DEFAULT_MIN_GAP_MS, metavar="MS",
-                        help="a commit gap this long while the workload appends is "
-                             f"unavailability (default: {metrics.DEFAULT_MIN_GAP_MS})")
-    parser.add_argument("--timeline-run", metavar="RUN_ID", default=None,
-                        help="the run whose role timeline to draw, e.g. chaos/7 (default: "
-                             "the run with the most elections)")
+    parser.add_argument(
+        "runs_dir",
+        metavar="RUNS_DIR",
+        help="a sweep directory (<scenario>/seed-<N>/events.jsonl), a run "
+        "directory, a Parquet directory of events, or a URI",
+    )
+    parser.add_argument(
+        "--out",
+        metavar="REPORT_DIR",
+        type=Path,
+        default=Path("report"),
+        help="where report.md, plots/ and tables/ go (default: report)",
+    )
+    parser.add_argument(
+        "--master",
+        metavar="URL",
+        default=None,
+        help=f"local[N], local[*] or spark://host:port (default: "
+        f"{DEFAULT_MASTER}, or what spark-submit set)",
+    )
+    parser.add_argument(
+        "--format",
+        choices=("auto", "json", "parquet"),
+        default="auto",
+        help="the input format (default: auto, Parquet for a directory of Parquet files)",
+    )
+    parser.add_argument(
+        "--save-events",
+        action="store_true",
+        help="first convert the events to Parquet in REPORT_DIR/events, then "
+        "analyse that (a later run can read it, much faster than JSON)",
+    )
+    parser.add_argument(
+        "--gap-ms",
+        type=int,
+        default=metrics.DEFAULT_MIN_GAP_MS,
+        metavar="MS",
+        help="a commit gap this long while the workload appends is "
+        f"unavailability (default: {metrics.DEFAULT_MIN_GAP_MS})",
+    )
+    parser.add_argument(
+        "--timeline-run",
+        metavar="RUN_ID",
+        default=None,
+        help="the run whose role timeline to draw, e.g. chaos/7 (default: "
+        "the run with the most elections)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
 
@@ -138,8 +164,10 @@ def analyze(
     run_count = table.count()
     step(f"{run_count} runs; checking safety across nodes")
     violations = safety.violations(events).cache()
-    violation_counts = {r["check"]: int(r["n"]) for r in
-                        _rows(violations.groupBy("check").count().withColumnRenamed("count", "n"))}
+    violation_counts = {
+        r["check"]: int(r["n"])
+        for r in _rows(violations.groupBy("check").count().withColumnRenamed("count", "n"))
+    }
 
     step("aggregating by scenario, cluster size and fault kind")
     latency = metrics.commit_latency(batches)
@@ -152,7 +180,8 @@ def analyze(
         "recovery_by_fault": metrics.by_fault(recoveries),
         "recovery_by_scenario": metrics.by_fault(recoveries, ("scenario", "fault")),
         "by_scenario": metrics.by_scenario(
-            table, metrics.commit_latency(batches, ("scenario",)), violations),
+            table, metrics.commit_latency(batches, ("scenario",)), violations
+        ),
         "by_cluster_size": metrics.by_cluster_size(table),
         "scenario_parameters": metrics.scenario_parameters(events),
         "violations": violations,
@@ -176,12 +205,13 @@ def analyze(
         by_cluster_size=_rows(read["by_cluster_size"].orderBy("voters")),
         commit_latency=_rows(read["commit_latency"].orderBy("scenario", "voters", "scope")),
         recovery_by_fault=_rows(read["recovery_by_fault"].orderBy("fault")),
-        longest_windows=_rows(read["unavailability"]
-                              .orderBy(read["unavailability"]["duration_ms"].desc(), "run_id")
-                              .limit(_LISTED)),
+        longest_windows=_rows(
+            read["unavailability"]
+            .orderBy(read["unavailability"]["duration_ms"].desc(), "run_id")
+            .limit(_LISTED)
+        ),
         violation_counts=violation_counts,
-        violations=_rows(read["violations"].orderBy("run_id", "time_ms", "check")
-                         .limit(_LISTED)),
+        violations=_rows(read["violations"].orderBy("run_id", "time_ms", "check").limit(_LISTED)),
         election_histogram=_rows(metrics.election_histogram(read["elections"])),
         commit_cdf=_rows(metrics.commit_latency_cdf(batches)),
         timeline_run=chosen,
@@ -196,8 +226,12 @@ def analyze(
     elapsed = time.perf_counter() - started
     step(f"done: {report}")
     return AnalysisResult(
-        events=total, runs=run_count, violations=sum(violation_counts.values()),
-        summary=data.by_scenario, report=report, elapsed_s=elapsed,
+        events=total,
+        runs=run_count,
+        violations=sum(violation_counts.values()),
+        summary=data.by_scenario,
+        report=report,
+        elapsed_s=elapsed,
     )
 
 
@@ -211,10 +245,16 @@ def _timeline(events: Any, run_id: str) -> tuple[list[dict[str, Any]], list[dict
     from pyspark.sql import functions as sf
 
     one = events.where(sf.col("run_id") == run_id)
-    states = one.where(sf.col("kind") == "state_changed").select(
-        "seq", "time_ms", "node", "role").orderBy("seq")
-    faults = one.where(sf.col("kind") == "fault_injected").select(
-        "seq", "time_ms", sf.col("details.fault").alias("fault")).orderBy("seq")
+    states = (
+        one.where(sf.col("kind") == "state_changed")
+        .select("seq", "time_ms", "node", "role")
+        .orderBy("seq")
+    )
+    faults = (
+        one.where(sf.col("kind") == "fault_injected")
+        .select("seq", "time_ms", sf.col("details.fault").alias("fault"))
+        .orderBy("seq")
+    )
     return _rows(states), _rows(faults)
 
 
@@ -238,8 +278,14 @@ def run(args: argparse.Namespace) -> int:
     progress = None if args.quiet else say
     spark = spark_session(args.master, progress=not args.quiet and sys.stderr.isatty())
     result = analyze(
-        spark, str(args.runs_dir), args.out, fmt=args.format, save_events=args.save_events,
-        min_gap_ms=args.gap_ms, timeline_run=args.timeline_run, progress=progress,
+        spark,
+        str(args.runs_dir),
+        args.out,
+        fmt=args.format,
+        save_events=args.save_events,
+        min_gap_ms=args.gap_ms,
+        timeline_run=args.timeline_run,
+        progress=progress,
     )
     print(summary_text(result))
     return 1 if result.violations else 0
@@ -253,8 +299,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if list(argv) == ["--path"]:
         print(Path(__file__).resolve())
         return 0
-    parser = argparse.ArgumentParser(prog="kraft.analysis.job",
-                                     description="Spark analysis of kraft simulation logs.")
+    parser = argparse.ArgumentParser(
+        prog="kraft.analysis.job", description="Spark analysis of kraft simulation logs."
+    )
     add_arguments(parser)
     args = parser.parse_args(argv)
     try:

@@ -91,8 +91,9 @@ def run_info(events: DataFrame) -> DataFrame:
         sf.first("seed").alias("seed"),
         sf.max(sf.when(started, sf.col("details.voters"))).alias("voters"),
         sf.max(sf.when(started, sf.col("details.observers"))).alias("observers"),
-        sf.max(sf.when(started, sf.col("details.config.election_timeout_ms")))
-        .alias("election_timeout_ms"),
+        sf.max(sf.when(started, sf.col("details.config.election_timeout_ms"))).alias(
+            "election_timeout_ms"
+        ),
         sf.max("time_ms").alias("simulated_ms"),
         sf.count(sf.lit(1)).alias("events"),
         count_of(kind.startswith("message_")).alias("message_events"),
@@ -112,7 +113,13 @@ def elections(events: DataFrame) -> DataFrame:
 
     role = sf.col("role")
     states = events.where(sf.col("kind") == "state_changed").select(
-        "run_id", "scenario", "seq", "time_ms", "node", "epoch", "role",
+        "run_id",
+        "scenario",
+        "seq",
+        "time_ms",
+        "node",
+        "epoch",
+        "role",
         sf.col("details.from_role").alias("from_role"),
     )
     campaigning = role.isin("Prospective", "Candidate")
@@ -132,8 +139,12 @@ def elections(events: DataFrame) -> DataFrame:
         .withColumn("candidacies", sf.count(sf.when(role == "Candidate", True)).over(in_campaign))
         .where((role == "Leader") & (sf.coalesce(sf.col("from_role"), sf.lit("")) != "Leader"))
         .select(
-            "run_id", "scenario", sf.col("node").alias("leader"), "epoch",
-            sf.col("time_ms").alias("elected_ms"), "campaign_start_ms",
+            "run_id",
+            "scenario",
+            sf.col("node").alias("leader"),
+            "epoch",
+            sf.col("time_ms").alias("elected_ms"),
+            "campaign_start_ms",
             (sf.col("time_ms") - sf.col("campaign_start_ms")).alias("election_ms"),
             "candidacies",
         )
@@ -149,23 +160,30 @@ def fault_recovery(events: DataFrame) -> DataFrame:
 
     kind = sf.col("kind")
     marks = events.where(_is_fault() | _leader_commit()).select(
-        "run_id", "scenario", "seq", "time_ms",
+        "run_id",
+        "scenario",
+        "seq",
+        "time_ms",
         (kind == "fault_injected").alias("is_fault"),
         sf.col("details.fault").alias("fault"),
         sf.col("details.index").alias("fault_index"),
         sf.col("details.targets").alias("targets"),
         sf.when(kind == "batch_committed", sf.col("time_ms")).alias("commit_ms"),
     )
-    after = (
-        Window.partitionBy("run_id").orderBy("seq")
-        .rowsBetween(1, Window.unboundedFollowing)
-    )
+    after = Window.partitionBy("run_id").orderBy("seq").rowsBetween(1, Window.unboundedFollowing)
     return (
         marks.withColumn("recovered_ms", sf.first("commit_ms", ignorenulls=True).over(after))
         .where("is_fault")
         .select(
-            "run_id", "scenario", "seq", "time_ms", "fault", "fault_index", "targets",
-            "recovered_ms", (sf.col("recovered_ms") - sf.col("time_ms")).alias("recovery_ms"),
+            "run_id",
+            "scenario",
+            "seq",
+            "time_ms",
+            "fault",
+            "fault_index",
+            "targets",
+            "recovered_ms",
+            (sf.col("recovered_ms") - sf.col("time_ms")).alias("recovery_ms"),
         )
     )
 
@@ -182,10 +200,17 @@ def unavailability(events: DataFrame, min_gap_ms: int = DEFAULT_MIN_GAP_MS) -> D
     ordered = run.orderBy("seq")
     marks = (
         events.where(_leader_commit() | is_append | (kind == "run_finished"))
-        .select("run_id", "scenario", "seq", "time_ms", _leader_commit().alias("is_commit"),
-                sf.when(is_append, 1).otherwise(0).alias("is_append"))
-        .withColumn("appends", sf.sum("is_append").over(
-            ordered.rowsBetween(Window.unboundedPreceding, 0)))
+        .select(
+            "run_id",
+            "scenario",
+            "seq",
+            "time_ms",
+            _leader_commit().alias("is_commit"),
+            sf.when(is_append, 1).otherwise(0).alias("is_append"),
+        )
+        .withColumn(
+            "appends", sf.sum("is_append").over(ordered.rowsBetween(Window.unboundedPreceding, 0))
+        )
         .withColumn("run_end_ms", sf.max("time_ms").over(run))
         .withColumn("total_appends", sf.sum("is_append").over(run))
         .where("is_commit")
@@ -194,7 +219,9 @@ def unavailability(events: DataFrame, min_gap_ms: int = DEFAULT_MIN_GAP_MS) -> D
         marks.withColumn("next_ms", sf.lead("time_ms").over(ordered))
         .withColumn("next_appends", sf.lead("appends").over(ordered))
         .select(
-            "run_id", "scenario", sf.col("time_ms").alias("start_ms"),
+            "run_id",
+            "scenario",
+            sf.col("time_ms").alias("start_ms"),
             sf.coalesce("next_ms", "run_end_ms").alias("end_ms"),
             (sf.coalesce("next_appends", "total_appends") - sf.col("appends")).alias("attempts"),
             sf.col("next_ms").isNull().alias("open"),
@@ -217,7 +244,8 @@ def committed_batches(events: DataFrame, runs: DataFrame) -> DataFrame:
     shape = runs.select("run_id", "voters")
     return (
         events.where(
-            (sf.col("kind") == "batch_committed") & (sf.col("count") > 0)
+            (sf.col("kind") == "batch_committed")
+            & (sf.col("count") > 0)
             & (sf.col("latency_ms") >= 0)
         )
         .select("run_id", "scenario", "seq", "node", "role", "offset", "count", "latency_ms")
@@ -245,12 +273,20 @@ def commit_latency(batches: DataFrame, keys: tuple[str, ...] = ("scenario", "vot
 
     quantiles = sf.percentile_approx("latency_ms", list(PERCENTILES), 10_000)
     return (
-        _scoped(batches).groupBy(*keys, "scope")
-        .agg(sf.count(sf.lit(1)).alias("batches"), quantiles.alias("q"),
-             sf.max("latency_ms").alias("max_ms"))
-        .select(*keys, "scope", "batches",
-                *[sf.col("q")[i].alias(_pname(p)) for i, p in enumerate(PERCENTILES)],
-                "max_ms")
+        _scoped(batches)
+        .groupBy(*keys, "scope")
+        .agg(
+            sf.count(sf.lit(1)).alias("batches"),
+            quantiles.alias("q"),
+            sf.max("latency_ms").alias("max_ms"),
+        )
+        .select(
+            *keys,
+            "scope",
+            "batches",
+            *[sf.col("q")[i].alias(_pname(p)) for i, p in enumerate(PERCENTILES)],
+            "max_ms",
+        )
     )
 
 
@@ -260,7 +296,9 @@ def commit_latency_cdf(batches: DataFrame, scope: str = "leader") -> DataFrame:
     from pyspark.sql import functions as sf
 
     return (
-        _scoped(batches).where(sf.col("scope") == scope).groupBy("scenario")
+        _scoped(batches)
+        .where(sf.col("scope") == scope)
+        .groupBy("scenario")
         .agg(sf.percentile_approx("latency_ms", list(_CDF_POINTS), 10_000).alias("quantiles"))
         .withColumn("fractions", sf.array(*[sf.lit(p) for p in _CDF_POINTS]))
     )
@@ -298,11 +336,15 @@ def run_table(
         sf.sum("duration_ms").alias("unavailable_ms"),
     )
     per_batch = (
-        batches.select("run_id", "offset", "count").distinct().groupBy("run_id")
+        batches.select("run_id", "offset", "count")
+        .distinct()
+        .groupBy("run_id")
         .agg(sf.sum("count").alias("records"))
     )
-    on_leader = batches.where(sf.col("role") == "Leader").groupBy("run_id").agg(
-        sf.percentile_approx("latency_ms", 0.99, 10_000).alias("commit_p99_ms")
+    on_leader = (
+        batches.where(sf.col("role") == "Leader")
+        .groupBy("run_id")
+        .agg(sf.percentile_approx("latency_ms", 0.99, 10_000).alias("commit_p99_ms"))
     )
     per_fault = recoveries.groupBy("run_id").agg(
         sf.count(sf.when(sf.col("recovery_ms").isNull(), True)).alias("unrecovered_faults")
@@ -310,12 +352,20 @@ def run_table(
     table = runs
     for part in (per_election, per_window, per_batch, on_leader, per_fault):
         table = table.join(part, "run_id", "left")
-    zero = ("elections", "candidacies", "unavailable_windows", "unavailable_ms", "records",
-            "unrecovered_faults")
+    zero = (
+        "elections",
+        "candidacies",
+        "unavailable_windows",
+        "unavailable_ms",
+        "records",
+        "unrecovered_faults",
+    )
     return table.fillna(0, subset=list(zero)).withColumn(
         "records_per_s",
-        sf.when(sf.col("simulated_ms") > 0,
-                sf.round(sf.col("records") * 1000.0 / sf.col("simulated_ms"), 2)),
+        sf.when(
+            sf.col("simulated_ms") > 0,
+            sf.round(sf.col("records") * 1000.0 / sf.col("simulated_ms"), 2),
+        ),
     )
 
 
@@ -364,34 +414,57 @@ def scenario_parameters(events: DataFrame) -> DataFrame:
 
     kind, details = sf.col("kind"), sf.col("details")
     link = details["config"]["network"]
-    shape = events.where(kind == "run_started").groupBy("scenario").agg(
-        sf.countDistinct("run_id").alias("runs"),
-        *[aggregate(details[key]).alias(f"{name}_{key}")
-          for key in ("voters", "observers") for name, aggregate in
-          (("min", sf.min), ("max", sf.max))],
-        sf.min(details["config"]["election_timeout_ms"]).alias("min_election_timeout_ms"),
-        sf.max(details["config"]["election_timeout_ms"]).alias("max_election_timeout_ms"),
-        sf.min(link["latency_ms"][0]).alias("link_latency_lo_ms"),
-        sf.max(link["latency_ms"][1]).alias("link_latency_hi_ms"),
-        *[sf.max(link[rate]).alias(f"link_{rate}") for rate in ("drop", "duplicate", "reorder")],
+    shape = (
+        events.where(kind == "run_started")
+        .groupBy("scenario")
+        .agg(
+            sf.countDistinct("run_id").alias("runs"),
+            *[
+                aggregate(details[key]).alias(f"{name}_{key}")
+                for key in ("voters", "observers")
+                for name, aggregate in (("min", sf.min), ("max", sf.max))
+            ],
+            sf.min(details["config"]["election_timeout_ms"]).alias("min_election_timeout_ms"),
+            sf.max(details["config"]["election_timeout_ms"]).alias("max_election_timeout_ms"),
+            sf.min(link["latency_ms"][0]).alias("link_latency_lo_ms"),
+            sf.max(link["latency_ms"][1]).alias("link_latency_hi_ms"),
+            *[
+                sf.max(link[rate]).alias(f"link_{rate}")
+                for rate in ("drop", "duplicate", "reorder")
+            ],
+        )
     )
     network = events.where((kind == "fault_injected") & (details["fault"] == "network"))
     # The smallest rate above 0: a fault that sets a rate back to 0 ends the loss, and a
     # range from 0 would hide how much loss there was.
     changes = network.groupBy("scenario").agg(
-        *[column for rate in ("drop", "duplicate", "reorder") for column in (
-            sf.min(sf.when(details[rate] > 0, details[rate])).alias(f"min_{rate}"),
-            sf.max(details[rate]).alias(f"max_{rate}"),
-        )],
+        *[
+            column
+            for rate in ("drop", "duplicate", "reorder")
+            for column in (
+                sf.min(sf.when(details[rate] > 0, details[rate])).alias(f"min_{rate}"),
+                sf.max(details[rate]).alias(f"max_{rate}"),
+            )
+        ],
         sf.min(details["latency_ms"][0]).alias("latency_lo_ms"),
         sf.max(details["latency_ms"][1]).alias("latency_hi_ms"),
     )
     injected = (
         events.where(kind == "fault_injected")
-        .groupBy("scenario", details["fault"].alias("fault")).count()
-        .groupBy("scenario").agg(sf.sort_array(sf.collect_list(sf.struct(
-            sf.col("fault").isin(*REPAIRS).alias("repair"), "fault", "count",
-        ))).alias("injected"))
+        .groupBy("scenario", details["fault"].alias("fault"))
+        .count()
+        .groupBy("scenario")
+        .agg(
+            sf.sort_array(
+                sf.collect_list(
+                    sf.struct(
+                        sf.col("fault").isin(*REPAIRS).alias("repair"),
+                        "fault",
+                        "count",
+                    )
+                )
+            ).alias("injected")
+        )
     )
     return shape.join(changes, "scenario", "left").join(injected, "scenario", "left")
 
@@ -404,12 +477,19 @@ def by_fault(recoveries: DataFrame, keys: tuple[str, ...] = ("fault",)) -> DataF
     quantiles = sf.percentile_approx("recovery_ms", list(PERCENTILES), 10_000)
     return (
         recoveries.groupBy(*keys)
-        .agg(sf.count(sf.lit(1)).alias("faults"),
-             sf.count("recovery_ms").alias("recovered"), quantiles.alias("q"),
-             sf.max("recovery_ms").alias("max_ms"))
-        .select(*keys, "faults", "recovered",
-                *[sf.col("q")[i].alias(_pname(p)) for i, p in enumerate(PERCENTILES)],
-                "max_ms")
+        .agg(
+            sf.count(sf.lit(1)).alias("faults"),
+            sf.count("recovery_ms").alias("recovered"),
+            quantiles.alias("q"),
+            sf.max("recovery_ms").alias("max_ms"),
+        )
+        .select(
+            *keys,
+            "faults",
+            "recovered",
+            *[sf.col("q")[i].alias(_pname(p)) for i, p in enumerate(PERCENTILES)],
+            "max_ms",
+        )
     )
 
 

@@ -17,16 +17,26 @@ from kraft.analysis.safety import CHECKS
 from kraft.analysis.session import require_matplotlib
 
 __all__ = [
-    "ROLE_COLORS", "ReportData", "format_table", "markdown_table", "parameter_rows", "write_report",
+    "ROLE_COLORS",
+    "ReportData",
+    "format_table",
+    "markdown_table",
+    "parameter_rows",
+    "write_report",
 ]
 
 Row = Mapping[str, Any]
 
 #: One color per role in the timeline (Down: the node is not running).
 ROLE_COLORS: dict[str, str] = {
-    "Leader": "#d62728", "Follower": "#2ca02c", "Candidate": "#ff7f0e",
-    "Prospective": "#ffbb78", "Voted": "#9467bd", "Unattached": "#c7c7c7",
-    "Resigned": "#8c564b", "Down": "#1f1f1f",
+    "Leader": "#d62728",
+    "Follower": "#2ca02c",
+    "Candidate": "#ff7f0e",
+    "Prospective": "#ffbb78",
+    "Voted": "#9467bd",
+    "Unattached": "#c7c7c7",
+    "Resigned": "#8c564b",
+    "Down": "#1f1f1f",
 }
 
 #: The per-scenario columns of the summary (printed and in the report), with their headers.
@@ -83,8 +93,10 @@ def _cell(value: Any) -> str:
 
 def markdown_table(rows: Sequence[Row], columns: Mapping[str, str]) -> str:
     """``rows`` as a Markdown table of ``columns`` (key: header)."""
-    lines = ["| " + " | ".join(columns.values()) + " |",
-             "|" + "|".join("---" for _ in columns) + "|"]
+    lines = [
+        "| " + " | ".join(columns.values()) + " |",
+        "|" + "|".join("---" for _ in columns) + "|",
+    ]
     lines += ["| " + " | ".join(_cell(row.get(key)) for key in columns) + " |" for row in rows]
     return "\n".join(lines)
 
@@ -94,8 +106,10 @@ def format_table(rows: Sequence[Row], columns: Mapping[str, str]) -> str:
     cells = [list(columns.values())] + [[_cell(row.get(k)) for k in columns] for row in rows]
     widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
     return "\n".join(
-        "  ".join(c.ljust(w) if i == 0 else c.rjust(w)
-                  for i, (c, w) in enumerate(zip(line, widths, strict=True)))
+        "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(line, widths, strict=True))
+        )
         for line in cells
     )
 
@@ -103,10 +117,17 @@ def format_table(rows: Sequence[Row], columns: Mapping[str, str]) -> str:
 # ==============================================================================================
 # What the scenarios were given
 # ==============================================================================================
-_PARAMETER_COLUMNS = {"scenario": "scenario", "runs": "runs", "voters": "voters",
-                      "observers": "observers", "election_timeout": "election timeout ms",
-                      "links": "links at the start", "network": "network faults set",
-                      "faults": "faults injected", "repairs": "repairs"}
+_PARAMETER_COLUMNS = {
+    "scenario": "scenario",
+    "runs": "runs",
+    "voters": "voters",
+    "observers": "observers",
+    "election_timeout": "election timeout ms",
+    "links": "links at the start",
+    "network": "network faults set",
+    "faults": "faults injected",
+    "repairs": "repairs",
+}
 
 
 def _span(low: Any, high: Any, unit: str = "") -> str:
@@ -138,20 +159,25 @@ def parameter_rows(rows: Sequence[Row]) -> list[dict[str, str]]:
                 f"latency {_span(row.get('latency_lo_ms'), row.get('latency_hi_ms'), ' ms')}"
             )
         injected = row.get("injected") or []
-        table.append({
-            "scenario": str(row["scenario"]),
-            "runs": _cell(row.get("runs")),
-            "voters": _span(row.get("min_voters"), row.get("max_voters")),
-            "observers": _span(row.get("min_observers"), row.get("max_observers")),
-            "election_timeout": _span(row.get("min_election_timeout_ms"),
-                                      row.get("max_election_timeout_ms")),
-            "links": ", ".join(link),
-            "network": ", ".join(network) or "none",
-            "faults": ", ".join(f"{i['fault']} {i['count']}" for i in injected
-                                if not i["repair"]) or "none",
-            "repairs": ", ".join(f"{i['fault']} {i['count']}" for i in injected
-                                 if i["repair"]) or "none",
-        })
+        table.append(
+            {
+                "scenario": str(row["scenario"]),
+                "runs": _cell(row.get("runs")),
+                "voters": _span(row.get("min_voters"), row.get("max_voters")),
+                "observers": _span(row.get("min_observers"), row.get("max_observers")),
+                "election_timeout": _span(
+                    row.get("min_election_timeout_ms"), row.get("max_election_timeout_ms")
+                ),
+                "links": ", ".join(link),
+                "network": ", ".join(network) or "none",
+                "faults": ", ".join(
+                    f"{i['fault']} {i['count']}" for i in injected if not i["repair"]
+                )
+                or "none",
+                "repairs": ", ".join(f"{i['fault']} {i['count']}" for i in injected if i["repair"])
+                or "none",
+            }
+        )
     return table
 
 
@@ -185,8 +211,13 @@ def _plot_election_histogram(data: ReportData, path: Path) -> bool:
     rows = sorted(data.election_histogram, key=lambda r: int(r["bucket_ms"]))
     width = (int(rows[1]["bucket_ms"]) - int(rows[0]["bucket_ms"])) if len(rows) > 1 else 50
     figure, axes = plt.subplots(figsize=(8, 4))
-    axes.bar([int(r["bucket_ms"]) for r in rows], [int(r["elections"]) for r in rows],
-             width=min(width, 50) * 0.9, align="edge", color="#1f77b4")
+    axes.bar(
+        [int(r["bucket_ms"]) for r in rows],
+        [int(r["elections"]) for r in rows],
+        width=min(width, 50) * 0.9,
+        align="edge",
+        color="#1f77b4",
+    )
     axes.set_xlabel("election latency: the winner's campaign (simulated ms)")
     axes.set_ylabel("elections")
     axes.set_title("Election latency")
@@ -204,11 +235,16 @@ def _plot_recovery(data: ReportData, path: Path) -> bool:
     plt = require_matplotlib()
     figure, axes = plt.subplots(figsize=(9, 4.5))
     names = [str(r["fault"]) for r in rows]
-    for i, (key, color) in enumerate((("p50_ms", "#2ca02c"), ("p90_ms", "#ff7f0e"),
-                                      ("p99_ms", "#d62728"))):
-        axes.bar([x + (i - 1) * 0.27 for x in range(len(rows))],
-                 [max(float(r[key]), 1.0) for r in rows], width=0.27, color=color,
-                 label=key.removesuffix("_ms"))
+    for i, (key, color) in enumerate(
+        (("p50_ms", "#2ca02c"), ("p90_ms", "#ff7f0e"), ("p99_ms", "#d62728"))
+    ):
+        axes.bar(
+            [x + (i - 1) * 0.27 for x in range(len(rows))],
+            [max(float(r[key]), 1.0) for r in rows],
+            width=0.27,
+            color=color,
+            label=key.removesuffix("_ms"),
+        )
     axes.set_xticks(range(len(rows)), names, rotation=30, ha="right")
     axes.set_yscale("log")
     axes.set_ylabel("until a leader commits again (ms, log)")
@@ -236,19 +272,29 @@ def _plot_timeline(data: ReportData, path: Path) -> bool:
             start = int(current["time_ms"])
             stop = int(following["time_ms"]) if following is not None else end_ms
             role = str(current["role"])
-            axes.broken_barh([(start, max(stop - start, 1))], (lane - 0.4, 0.8),
-                             color=ROLE_COLORS.get(role, "#7f7f7f"))
+            axes.broken_barh(
+                [(start, max(stop - start, 1))],
+                (lane - 0.4, 0.8),
+                color=ROLE_COLORS.get(role, "#7f7f7f"),
+            )
     for fault in data.timeline_faults:
         axes.axvline(int(fault["time_ms"]), color="black", linewidth=0.6, linestyle=":")
-        axes.text(int(fault["time_ms"]), len(nodes) - 0.4, str(fault["fault"]), rotation=90,
-                  fontsize=6, va="bottom")
+        axes.text(
+            int(fault["time_ms"]),
+            len(nodes) - 0.4,
+            str(fault["fault"]),
+            rotation=90,
+            fontsize=6,
+            va="bottom",
+        )
     axes.set_yticks(range(len(nodes)), [f"node {n}" for n in nodes])
     axes.set_xlim(0, end_ms)
     axes.set_xlabel("simulated ms")
     axes.set_title(f"Roles over time: {data.timeline_run}", pad=28)
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in ROLE_COLORS.values()]
-    axes.legend(handles, list(ROLE_COLORS), fontsize=7, ncol=4, loc="upper left",
-                bbox_to_anchor=(1.0, 1.0))
+    axes.legend(
+        handles, list(ROLE_COLORS), fontsize=7, ncol=4, loc="upper left", bbox_to_anchor=(1.0, 1.0)
+    )
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
@@ -258,20 +304,48 @@ def _plot_timeline(data: ReportData, path: Path) -> bool:
 # ==============================================================================================
 # report.md
 # ==============================================================================================
-_LATENCY_COLUMNS = {"scenario": "scenario", "voters": "voters", "scope": "on",
-                    "batches": "batches", "p50_ms": "p50 ms", "p90_ms": "p90 ms",
-                    "p99_ms": "p99 ms", "max_ms": "max ms"}
-_FAULT_COLUMNS = {"fault": "fault", "faults": "injected", "recovered": "leader commit after",
-                  "p50_ms": "p50 ms", "p90_ms": "p90 ms", "p99_ms": "p99 ms",
-                  "max_ms": "max ms"}
-_SIZE_COLUMNS = {"voters": "voters", "runs": "runs", "first_leader_p50_ms": "1st leader p50 ms",
-                 "elections_per_run": "elections/run",
-                 "commit_p99_median_ms": "median of runs' commit p99 ms",
-                 "records_per_s": "records/s"}
-_WINDOW_COLUMNS = {"run_id": "run", "start_ms": "from ms", "end_ms": "to ms",
-                   "duration_ms": "ms", "attempts": "appends tried", "open": "run ended in it"}
-_VIOLATION_COLUMNS = {"check": "check", "run_id": "run", "time_ms": "ms", "node": "node",
-                      "detail": "detail"}
+_LATENCY_COLUMNS = {
+    "scenario": "scenario",
+    "voters": "voters",
+    "scope": "on",
+    "batches": "batches",
+    "p50_ms": "p50 ms",
+    "p90_ms": "p90 ms",
+    "p99_ms": "p99 ms",
+    "max_ms": "max ms",
+}
+_FAULT_COLUMNS = {
+    "fault": "fault",
+    "faults": "injected",
+    "recovered": "leader commit after",
+    "p50_ms": "p50 ms",
+    "p90_ms": "p90 ms",
+    "p99_ms": "p99 ms",
+    "max_ms": "max ms",
+}
+_SIZE_COLUMNS = {
+    "voters": "voters",
+    "runs": "runs",
+    "first_leader_p50_ms": "1st leader p50 ms",
+    "elections_per_run": "elections/run",
+    "commit_p99_median_ms": "median of runs' commit p99 ms",
+    "records_per_s": "records/s",
+}
+_WINDOW_COLUMNS = {
+    "run_id": "run",
+    "start_ms": "from ms",
+    "end_ms": "to ms",
+    "duration_ms": "ms",
+    "attempts": "appends tried",
+    "open": "run ended in it",
+}
+_VIOLATION_COLUMNS = {
+    "check": "check",
+    "run_id": "run",
+    "time_ms": "ms",
+    "node": "node",
+    "detail": "detail",
+}
 
 
 def write_report(data: ReportData, out_dir: Path) -> Path:
@@ -316,14 +390,19 @@ def write_report(data: ReportData, out_dir: Path) -> Path:
         ("No violation: " if found == 0 else f"**{found} violations**: ")
         + "every check below ran over every run.\n",
         markdown_table(
-            [{"check": name, "what": what, "violations": data.violation_counts.get(name, 0)}
-             for name, what in CHECKS.items()],
+            [
+                {"check": name, "what": what, "violations": data.violation_counts.get(name, 0)}
+                for name, what in CHECKS.items()
+            ],
             {"check": "check", "what": "asserts", "violations": "violations"},
-        ) + "\n",
+        )
+        + "\n",
     ]
     if data.violations:
-        out += [f"The first {len(data.violations)}:\n",
-                markdown_table(data.violations, _VIOLATION_COLUMNS) + "\n"]
+        out += [
+            f"The first {len(data.violations)}:\n",
+            markdown_table(data.violations, _VIOLATION_COLUMNS) + "\n",
+        ]
     out += [
         "## Commit latency\n",
         plot("commit_latency_cdf", "commit latency CDF"),
@@ -341,18 +420,23 @@ def write_report(data: ReportData, out_dir: Path) -> Path:
         "## Unavailability\n",
         "The longest windows without a commit on a leader while the workload appended:\n",
         markdown_table(data.longest_windows, _WINDOW_COLUMNS) + "\n"
-        if data.longest_windows else "None.\n",
+        if data.longest_windows
+        else "None.\n",
         "## Role timeline\n",
     ]
     if data.timeline_run is not None:
-        out += [f"Run `{data.timeline_run}` (the run with the most elections), every node's "
-                "role over time; dotted lines are injected faults.\n",
-                plot("role_timeline", "role timeline")]
+        out += [
+            f"Run `{data.timeline_run}` (the run with the most elections), every node's "
+            "role over time; dotted lines are injected faults.\n",
+            plot("role_timeline", "role timeline"),
+        ]
     else:
         out.append("No run to show.\n")
     if data.tables:
-        out += ["## Tables\n", "Parquet, under `tables/` (read with "
-                "`spark.read.parquet(\"tables/NAME\")`):\n"]
+        out += [
+            "## Tables\n",
+            'Parquet, under `tables/` (read with `spark.read.parquet("tables/NAME")`):\n',
+        ]
         out += [f"- `{name}` — {what}" for name, what in data.tables.items()]
         out.append("")
     path = out_dir / "report.md"

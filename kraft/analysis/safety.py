@@ -33,8 +33,7 @@ __all__ = [
 DataFrame = Any
 
 #: The columns of every check's result.
-VIOLATION_COLUMNS = ("check", "run_id", "scenario", "time_ms", "node", "epoch", "offset",
-                     "detail")
+VIOLATION_COLUMNS = ("check", "run_id", "scenario", "time_ms", "node", "epoch", "offset", "detail")
 
 #: The checks, with what each asserts (for the report).
 CHECKS: dict[str, str] = {
@@ -49,9 +48,14 @@ def _shape(frame: DataFrame, check: str) -> DataFrame:
     from pyspark.sql import functions as sf
 
     return frame.select(
-        sf.lit(check).alias("check"), "run_id", "scenario",
-        sf.col("time_ms").cast("bigint"), sf.col("node").cast("int"),
-        sf.col("epoch").cast("int"), sf.col("offset").cast("bigint"), "detail",
+        sf.lit(check).alias("check"),
+        "run_id",
+        "scenario",
+        sf.col("time_ms").cast("bigint"),
+        sf.col("node").cast("int"),
+        sf.col("epoch").cast("int"),
+        sf.col("offset").cast("bigint"),
+        "detail",
     )
 
 
@@ -64,19 +68,33 @@ def committed_data(events: DataFrame) -> DataFrame:
     # One row per offset of each committed batch, so batches cut at different boundaries on
     # two nodes are compared too. A checksum of -1: the node's log no longer holds the batch.
     deliveries = events.where(
-        (sf.col("kind") == "batch_committed") & (sf.col("checksum") >= 0)
+        (sf.col("kind") == "batch_committed")
+        & (sf.col("checksum") >= 0)
         & (sf.col("base_offset") >= 0)
     ).select(
-        "run_id", "scenario", "seq", "time_ms", "node", "epoch", "base_offset",
-        sf.col("offset").alias("last_offset"), "checksum",
+        "run_id",
+        "scenario",
+        "seq",
+        "time_ms",
+        "node",
+        "epoch",
+        "base_offset",
+        sf.col("offset").alias("last_offset"),
+        "checksum",
         sf.explode(sf.sequence("base_offset", "offset")).alias("offset"),
     )
     first = Window.partitionBy("run_id", "offset").orderBy("seq")
     reference = (
-        deliveries.withColumn("rank", sf.row_number().over(first)).where(sf.col("rank") == 1)
-        .select("run_id", "offset",
-                *[sf.col(c).alias(f"ref_{c}") for c in
-                  ("node", "epoch", "base_offset", "last_offset", "checksum")])
+        deliveries.withColumn("rank", sf.row_number().over(first))
+        .where(sf.col("rank") == 1)
+        .select(
+            "run_id",
+            "offset",
+            *[
+                sf.col(c).alias(f"ref_{c}")
+                for c in ("node", "epoch", "base_offset", "last_offset", "checksum")
+            ],
+        )
     )
     differs = (
         (sf.col("epoch") != sf.col("ref_epoch"))
@@ -87,15 +105,27 @@ def committed_data(events: DataFrame) -> DataFrame:
 
     def batch(prefix: str) -> Any:
         return sf.format_string(
-            "[%d..%d] epoch %d crc %d", sf.col(f"{prefix}base_offset"),
-            sf.col(f"{prefix}last_offset"), sf.col(f"{prefix}epoch"), sf.col(f"{prefix}checksum"),
+            "[%d..%d] epoch %d crc %d",
+            sf.col(f"{prefix}base_offset"),
+            sf.col(f"{prefix}last_offset"),
+            sf.col(f"{prefix}epoch"),
+            sf.col(f"{prefix}checksum"),
         )
 
-    found = deliveries.join(reference, ["run_id", "offset"]).where(differs).withColumn(
-        "detail",
-        sf.format_string("offset %d: node %d committed %s, node %d committed %s",
-                         sf.col("offset"), sf.col("node"), batch(""), sf.col("ref_node"),
-                         batch("ref_")),
+    found = (
+        deliveries.join(reference, ["run_id", "offset"])
+        .where(differs)
+        .withColumn(
+            "detail",
+            sf.format_string(
+                "offset %d: node %d committed %s, node %d committed %s",
+                sf.col("offset"),
+                sf.col("node"),
+                batch(""),
+                sf.col("ref_node"),
+                batch("ref_"),
+            ),
+        )
     )
     return _shape(found, "committed_data")
 
@@ -116,14 +146,18 @@ def single_leader(events: DataFrame) -> DataFrame:
         .agg(sf.sort_array(sf.collect_list(sf.struct("since_ms", "node"))).alias("leaders"))
         .where(sf.size("leaders") > 1)
         .select(
-            "run_id", "scenario", "epoch",
+            "run_id",
+            "scenario",
+            "epoch",
             sf.col("leaders")[1]["since_ms"].alias("time_ms"),
             sf.col("leaders")[1]["node"].alias("node"),
             sf.lit(-1).alias("offset"),
-            sf.format_string("epoch %d has %d leaders: nodes %s", sf.col("epoch"),
-                             sf.size("leaders"),
-                             sf.array_join(sf.col("leaders.node").cast("array<string>"), ", "))
-            .alias("detail"),
+            sf.format_string(
+                "epoch %d has %d leaders: nodes %s",
+                sf.col("epoch"),
+                sf.size("leaders"),
+                sf.array_join(sf.col("leaders.node").cast("array<string>"), ", "),
+            ).alias("detail"),
         )
     )
     return _shape(found, "single_leader")
@@ -138,22 +172,40 @@ def monotonic_high_watermark(events: DataFrame) -> DataFrame:
     kind = sf.col("kind")
     states = events.where(
         (kind.isin(*STATE_KINDS) | (kind == "batch_committed"))
-        & (sf.col("node") >= 0) & (sf.col("high_watermark") >= 0)
+        & (sf.col("node") >= 0)
+        & (sf.col("high_watermark") >= 0)
         # A node going down logs its role as Down; its client, and high watermark, are gone.
         & (sf.coalesce(sf.col("role"), sf.lit("")) != "Down")
-    ).select("run_id", "scenario", "seq", "time_ms", "node", "epoch", "kind",
-             "high_watermark", sf.when(kind == "node_started", 1).otherwise(0).alias("start"))
+    ).select(
+        "run_id",
+        "scenario",
+        "seq",
+        "time_ms",
+        "node",
+        "epoch",
+        "kind",
+        "high_watermark",
+        sf.when(kind == "node_started", 1).otherwise(0).alias("start"),
+    )
     by_node = Window.partitionBy("run_id", "node").orderBy("seq")
-    life = states.withColumn("life", sf.sum("start").over(
-        by_node.rowsBetween(Window.unboundedPreceding, 0)))
+    life = states.withColumn(
+        "life", sf.sum("start").over(by_node.rowsBetween(Window.unboundedPreceding, 0))
+    )
     in_life = Window.partitionBy("run_id", "node", "life").orderBy("seq")
     found = (
         life.withColumn("previous", sf.lag("high_watermark").over(in_life))
         .where(sf.col("high_watermark") < sf.col("previous"))
         .withColumn("offset", sf.lit(-1))
-        .withColumn("detail", sf.format_string(
-            "node %d: high watermark %d after %d (%s)", sf.col("node"),
-            sf.col("high_watermark"), sf.col("previous"), sf.col("kind")))
+        .withColumn(
+            "detail",
+            sf.format_string(
+                "node %d: high watermark %d after %d (%s)",
+                sf.col("node"),
+                sf.col("high_watermark"),
+                sf.col("previous"),
+                sf.col("kind"),
+            ),
+        )
     )
     return _shape(found, "monotonic_high_watermark")
 
@@ -165,29 +217,45 @@ def monotonic_epoch(events: DataFrame) -> DataFrame:
     from pyspark.sql import functions as sf
 
     states = events.where(
-        sf.col("kind").isin(*STATE_KINDS) & (sf.col("node") >= 0) & (sf.col("epoch") >= 0)
+        sf.col("kind").isin(*STATE_KINDS)
+        & (sf.col("node") >= 0)
+        & (sf.col("epoch") >= 0)
         & (sf.coalesce(sf.col("role"), sf.lit("")) != "Down")
-    ).select("run_id", "scenario", "seq", "time_ms", "node", "epoch", "kind",
-             sf.lit(0).alias("wipe"))
+    ).select(
+        "run_id", "scenario", "seq", "time_ms", "node", "epoch", "kind", sf.lit(0).alias("wipe")
+    )
     wipes = events.where(
         (sf.col("kind") == "fault_injected") & (sf.col("details.fault") == "wipe")
     ).select(
-        "run_id", "scenario", "seq", "time_ms",
-        sf.explode("details.targets").alias("node"), sf.lit(-1).alias("epoch"),
-        "kind", sf.lit(1).alias("wipe"),
+        "run_id",
+        "scenario",
+        "seq",
+        "time_ms",
+        sf.explode("details.targets").alias("node"),
+        sf.lit(-1).alias("epoch"),
+        "kind",
+        sf.lit(1).alias("wipe"),
     )
     by_node = Window.partitionBy("run_id", "node").orderBy("seq")
-    disk = states.unionByName(wipes).withColumn("disk", sf.sum("wipe").over(
-        by_node.rowsBetween(Window.unboundedPreceding, 0)))
+    disk = states.unionByName(wipes).withColumn(
+        "disk", sf.sum("wipe").over(by_node.rowsBetween(Window.unboundedPreceding, 0))
+    )
     on_disk = Window.partitionBy("run_id", "node", "disk").orderBy("seq")
     found = (
         disk.where(sf.col("wipe") == 0)
         .withColumn("previous", sf.lag("epoch").over(on_disk))
         .where(sf.col("epoch") < sf.col("previous"))
         .withColumn("offset", sf.lit(-1))
-        .withColumn("detail", sf.format_string(
-            "node %d: epoch %d after %d (%s)", sf.col("node"), sf.col("epoch"),
-            sf.col("previous"), sf.col("kind")))
+        .withColumn(
+            "detail",
+            sf.format_string(
+                "node %d: epoch %d after %d (%s)",
+                sf.col("node"),
+                sf.col("epoch"),
+                sf.col("previous"),
+                sf.col("kind"),
+            ),
+        )
     )
     return _shape(found, "monotonic_epoch")
 

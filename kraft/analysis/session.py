@@ -77,13 +77,15 @@ def spark_session(
     if master is not None:
         builder = builder.master(master)
         if master.startswith("local"):
-            settings.update({
-                "spark.ui.enabled": "false",
-                "spark.sql.shuffle.partitions": "8",
-                "spark.driver.host": "127.0.0.1",
-                "spark.driver.bindAddress": "127.0.0.1",
-                "spark.driver.memory": os.environ.get("KRAFT_SPARK_DRIVER_MEMORY", "2g"),
-            })
+            settings.update(
+                {
+                    "spark.ui.enabled": "false",
+                    "spark.sql.shuffle.partitions": "8",
+                    "spark.driver.host": "127.0.0.1",
+                    "spark.driver.bindAddress": "127.0.0.1",
+                    "spark.driver.memory": os.environ.get("KRAFT_SPARK_DRIVER_MEMORY", "2g"),
+                }
+            )
     settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)

@@ -28,9 +28,9 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         "analyze",
         help="analyse simulation event logs with Spark (needs kraft[spark])",
         description="Read the event logs under RUNS_DIR (a `kraft sim sweep` directory) with "
-                    "Spark, compute election, recovery, unavailability, latency and safety "
-                    "metrics, and write report.md, plots/ and Parquet tables/ to REPORT_DIR. "
-                    "Exit code 1 if the logs show a safety violation.",
+        "Spark, compute election, recovery, unavailability, latency and safety "
+        "metrics, and write report.md, plots/ and Parquet tables/ to REPORT_DIR. "
+        "Exit code 1 if the logs show a safety violation.",
     )
     add_arguments(parser)
     parser.set_defaults(handler=_analyze)

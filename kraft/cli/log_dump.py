@@ -228,8 +228,11 @@ def _batch_event(path: str, batch: RecordBatch, with_records: bool) -> list[Dump
         crc_valid=batch.is_valid(),
         is_control=batch.is_control,
         is_transactional=batch.is_transactional,
-        compression=(_COMPRESSION_NAMES[compression] if compression < len(_COMPRESSION_NAMES)
-                     else f"unknown({compression})"),
+        compression=(
+            _COMPRESSION_NAMES[compression]
+            if compression < len(_COMPRESSION_NAMES)
+            else f"unknown({compression})"
+        ),
         base_timestamp_ms=batch.base_timestamp,
         max_timestamp_ms=batch.max_timestamp,
     )
@@ -296,8 +299,9 @@ def _snapshot_event(path: Path) -> SnapshotEvent:
     except (CorruptRecordError, StorageError) as exc:
         return SnapshotEvent(str(path), end_offset, epoch, None, valid=False, problem=str(exc))
     with reader:
-        return SnapshotEvent(str(path), end_offset, epoch,
-                             reader.last_contained_log_timestamp_ms, valid=True)
+        return SnapshotEvent(
+            str(path), end_offset, epoch, reader.last_contained_log_timestamp_ms, valid=True
+        )
 
 
 def scan_snapshot(path: Path, *, with_records: bool = False) -> Iterator[DumpEvent]:
@@ -409,7 +413,8 @@ def _render_json(event: DumpEvent) -> str:
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     """Add ``kraft log ...`` to the command line."""
     group: argparse.ArgumentParser = subparsers.add_parser(
-        "log", help="inspect log segments and snapshots",
+        "log",
+        help="inspect log segments and snapshots",
         description="Inspect kraft log segments and snapshot files.",
     )
     group.set_defaults(group_parser=group)
@@ -427,12 +432,17 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
             "batch, or a snapshot is not valid."
         ),
     )
-    dump.add_argument("path", metavar="PATH", type=Path,
-                      help="a segment or snapshot file, a partition directory or a data "
-                           "directory")
-    dump.add_argument("--records", action="store_true",
-                      help="print every record too (key and value as Python bytes, or base64 "
-                           "in JSON)")
+    dump.add_argument(
+        "path",
+        metavar="PATH",
+        type=Path,
+        help="a segment or snapshot file, a partition directory or a data directory",
+    )
+    dump.add_argument(
+        "--records",
+        action="store_true",
+        help="print every record too (key and value as Python bytes, or base64 in JSON)",
+    )
     dump.add_argument("--json", action="store_true", help="print JSON Lines, one event a line")
     dump.set_defaults(handler=_dump)
 

@@ -46,13 +46,15 @@ logger = logging.getLogger(__name__)
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     """Add ``kraft node ...`` to the command line."""
     group: argparse.ArgumentParser = subparsers.add_parser(
-        "node", help="run a node of a quorum",
+        "node",
+        help="run a node of a quorum",
         description="Run one node of a KRaft quorum (see docs/operations.md).",
     )
     group.set_defaults(group_parser=group)
     commands = group.add_subparsers(title="node commands", metavar="COMMAND")
     start = commands.add_parser(
-        "start", help="start a node in the foreground",
+        "start",
+        help="start a node in the foreground",
         description=(
             "Start the node described by a TOML file (docs/operations.md) in the foreground. "
             "Its data directory must be formatted with `kraft storage format`. SIGTERM or "
@@ -60,12 +62,17 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         ),
     )
     start.add_argument("--config", "-c", required=True, type=Path, help="the node's TOML file")
-    start.add_argument("--log-level", default="INFO",
-                       choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
-                       help="level of the log on stderr (default INFO)")
-    start.add_argument("--console", action="store_true",
-                       help="take commands on stdin and report commits and leaders on stdout "
-                            "as JSON lines")
+    start.add_argument(
+        "--log-level",
+        default="INFO",
+        choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
+        help="level of the log on stderr (default INFO)",
+    )
+    start.add_argument(
+        "--console",
+        action="store_true",
+        help="take commands on stdin and report commits and leaders on stdout as JSON lines",
+    )
     start.set_defaults(handler=_start)
 
 
@@ -95,16 +102,21 @@ class _ConsoleListener(Listener[bytes]):
     def handle_commit(self, reader: BatchReader[bytes]) -> None:
         try:
             for batch in reader:
-                self._emit(event="commit", offset=batch.last_offset, base_offset=batch.base_offset,
-                           epoch=batch.epoch,
-                           records=[r.decode("utf-8", "replace") for r in batch.records])
+                self._emit(
+                    event="commit",
+                    offset=batch.last_offset,
+                    base_offset=batch.base_offset,
+                    epoch=batch.epoch,
+                    records=[r.decode("utf-8", "replace") for r in batch.records],
+                )
         finally:
             reader.close()
 
     def handle_load_snapshot(self, reader: SnapshotReaderLike[bytes]) -> None:
         try:
-            self._emit(event="snapshot", offset=reader.snapshot_id.offset,
-                       epoch=reader.snapshot_id.epoch)
+            self._emit(
+                event="snapshot", offset=reader.snapshot_id.offset, epoch=reader.snapshot_id.epoch
+            )
         finally:
             reader.close()
 
@@ -131,15 +143,25 @@ def _console(node: RaftNode[bytes], emit: _Printer, stdin: TextIO) -> None:
                 emit(event="resigning", epoch=client.leader_and_epoch().epoch)
             elif command == "status":
                 leader = client.leader_and_epoch()
-                emit(event="status", node=node.node_id, leader=leader.leader_id,
-                     epoch=leader.epoch, high_watermark=client.high_watermark,
-                     log_end_offset=client.log_end_offset)
+                emit(
+                    event="status",
+                    node=node.node_id,
+                    leader=leader.leader_id,
+                    epoch=leader.epoch,
+                    high_watermark=client.high_watermark,
+                    log_end_offset=client.log_end_offset,
+                )
             else:
                 emit(event="error", error="UnknownCommand", message=command)
         except NotLeaderError as exc:
             leader = node.client.leader_and_epoch()
-            emit(event="error", error="NotLeaderError", message=str(exc),
-                 leader=leader.leader_id, epoch=leader.epoch)
+            emit(
+                event="error",
+                error="NotLeaderError",
+                message=str(exc),
+                leader=leader.leader_id,
+                epoch=leader.epoch,
+            )
         except (KraftError, ValueError) as exc:
             emit(event="error", error=type(exc).__name__, message=str(exc))
 
@@ -164,10 +186,15 @@ def _start(args: argparse.Namespace) -> int:
         node.start()
         if args.console:
             node.client.register(_ConsoleListener(emit))
-            emit(event="started", node=node.node_id, listen=str(node.listen_address),
-                 cluster_id=node.cluster_id)
-            threading.Thread(target=_console, args=(node, emit, sys.stdin),
-                             name="kraft-console", daemon=True).start()
+            emit(
+                event="started",
+                node=node.node_id,
+                listen=str(node.listen_address),
+                cluster_id=node.cluster_id,
+            )
+            threading.Thread(
+                target=_console, args=(node, emit, sys.stdin), name="kraft-console", daemon=True
+            ).start()
         while not stop.is_set() and not node.wait(0.2):
             pass
     finally:
@@ -175,7 +202,9 @@ def _start(args: argparse.Namespace) -> int:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     if node.failure is not None:
-        print(f"error: node {config.node_id} stopped on a fatal fault: {node.failure!r}",
-              file=sys.stderr)
+        print(
+            f"error: node {config.node_id} stopped on a fatal fault: {node.failure!r}",
+            file=sys.stderr,
+        )
         return 1
     return 0

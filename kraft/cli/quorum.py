@@ -32,34 +32,49 @@ __all__ = ["describe_quorum", "register"]
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     """Add ``kraft quorum ...`` to the command line."""
     group: argparse.ArgumentParser = subparsers.add_parser(
-        "quorum", help="describe a running quorum",
+        "quorum",
+        help="describe a running quorum",
         description="Describe a running quorum (like kafka-metadata-quorum.sh).",
     )
     group.set_defaults(group_parser=group)
     commands = group.add_subparsers(title="quorum commands", metavar="COMMAND")
     describe = commands.add_parser(
-        "describe", help="the leader's view of the quorum",
+        "describe",
+        help="the leader's view of the quorum",
         description="Ask the leader for the quorum's state: its epoch, high watermark, and "
-                    "every voter's and observer's progress.",
+        "every voter's and observer's progress.",
     )
-    describe.add_argument("--bootstrap", "-b", required=True,
-                          help="host:port[,host:port...] of nodes to ask, in turn (a node "
-                               "that is not the leader names it, and it is asked next)")
+    describe.add_argument(
+        "--bootstrap",
+        "-b",
+        required=True,
+        help="host:port[,host:port...] of nodes to ask, in turn (a node "
+        "that is not the leader names it, and it is asked next)",
+    )
     what = describe.add_mutually_exclusive_group(required=True)
     what.add_argument("--status", action="store_true", help="the quorum's summary")
     what.add_argument("--replication", action="store_true", help="a row per replica")
     describe.add_argument("--json", action="store_true", help="print JSON")
     describe.add_argument("--cluster-id", default=None, help="the cluster id to send")
-    describe.add_argument("--config", "-c", type=Path, default=None,
-                          help="a node's TOML file: its [tls] settings and cluster_id are used "
-                               "(needed for a quorum that runs TLS)")
-    describe.add_argument("--timeout", type=float, default=5.0,
-                          help="seconds to wait for each address (default 5)")
+    describe.add_argument(
+        "--config",
+        "-c",
+        type=Path,
+        default=None,
+        help="a node's TOML file: its [tls] settings and cluster_id are used "
+        "(needed for a quorum that runs TLS)",
+    )
+    describe.add_argument(
+        "--timeout", type=float, default=5.0, help="seconds to wait for each address (default 5)"
+    )
     describe.set_defaults(handler=_describe)
 
 
 def describe_quorum(
-    bootstrap: list[Endpoint], *, cluster_id: str | None = None, timeout_s: float = 5.0,
+    bootstrap: list[Endpoint],
+    *,
+    cluster_id: str | None = None,
+    timeout_s: float = 5.0,
     tls: TlsConfig | None = None,
 ) -> DescribeQuorumResponse:
     """The leader's DescribeQuorum answer, asking each address in turn; a replica that is not
@@ -77,8 +92,13 @@ def describe_quorum(
             continue
         asked.add(address)
         try:
-            response = request_once(address, DescribeQuorumRequest(), cluster_id=cluster_id,
-                                    timeout_s=timeout_s, tls=tls)
+            response = request_once(
+                address,
+                DescribeQuorumRequest(),
+                cluster_id=cluster_id,
+                timeout_s=timeout_s,
+                tls=tls,
+            )
         except TransportError as exc:
             problems.append(str(exc))  # it names the address
             continue
@@ -90,8 +110,9 @@ def describe_quorum(
             return response
         if error == Errors.NOT_LEADER_OR_FOLLOWER:
             leader = "unknown" if response.leader_id < 0 else str(response.leader_id)
-            problems.append(f"{address}: not the leader (leader {leader}, epoch "
-                            f"{response.leader_epoch})")
+            problems.append(
+                f"{address}: not the leader (leader {leader}, epoch {response.leader_epoch})"
+            )
             to_ask.extendleft(_leader_addresses(response))
         else:
             problems.append(f"{address}: error {error_name(error)}")
@@ -102,7 +123,8 @@ def _leader_addresses(response: DescribeQuorumResponse) -> list[Endpoint]:
     """The addresses a replica that is not the leader gave for the leader it knows."""
     return [
         Endpoint(listener.host, listener.port)
-        for node in response.nodes if node.node_id == response.leader_id >= 0
+        for node in response.nodes
+        if node.node_id == response.leader_id >= 0
         for listener in node.listeners
     ]
 
@@ -117,25 +139,32 @@ def _as_dict(response: DescribeQuorumResponse, cluster_id: str | None) -> dict[s
     )
     leader_end = -1 if leader_state is None else leader_state.log_end_offset
     leader_time = -1 if leader_state is None else leader_state.last_caught_up_timestamp
-    endpoints = {n.node_id: [f"{e.name}://{e.host}:{e.port}" for e in n.listeners]
-                 for n in response.nodes}
+    endpoints = {
+        n.node_id: [f"{e.name}://{e.host}:{e.port}" for e in n.listeners] for n in response.nodes
+    }
 
     def replica(r: ReplicaState, status: str) -> dict[str, Any]:
         return {
-            "id": r.replica_id, "directory_id": _directory(r), "log_end_offset": r.log_end_offset,
+            "id": r.replica_id,
+            "directory_id": _directory(r),
+            "log_end_offset": r.log_end_offset,
             "lag": max(0, leader_end - r.log_end_offset) if r.log_end_offset >= 0 else None,
             "last_fetch_timestamp": r.last_fetch_timestamp,
             "last_caught_up_timestamp": r.last_caught_up_timestamp,
-            "status": status, "endpoints": endpoints.get(r.replica_id, []),
+            "status": status,
+            "endpoints": endpoints.get(r.replica_id, []),
         }
 
-    voters = [replica(r, "Leader" if r.replica_id == response.leader_id else "Follower")
-              for r in response.current_voters]
+    voters = [
+        replica(r, "Leader" if r.replica_id == response.leader_id else "Follower")
+        for r in response.current_voters
+    ]
     observers = [replica(r, "Observer") for r in response.observers]
     followers = [v for v in voters if v["status"] != "Leader"] + observers
     lags = [f["lag"] for f in followers if f["lag"] is not None]
-    caught_up = [f["last_caught_up_timestamp"] for f in followers
-                 if f["last_caught_up_timestamp"] >= 0]
+    caught_up = [
+        f["last_caught_up_timestamp"] for f in followers if f["last_caught_up_timestamp"] >= 0
+    ]
     return {
         "cluster_id": cluster_id,
         "leader_id": response.leader_id,
@@ -170,15 +199,19 @@ def _describe(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
-        response = describe_quorum(bootstrap, cluster_id=cluster_id, timeout_s=args.timeout,
-                                   tls=tls)
+        response = describe_quorum(
+            bootstrap, cluster_id=cluster_id, timeout_s=args.timeout, tls=tls
+        )
     except KraftError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     data = _as_dict(response, cluster_id)
     if args.json:
-        print(json.dumps(data if args.status else
-                         {"replicas": data["voters"] + data["observers"]}, indent=2))
+        print(
+            json.dumps(
+                data if args.status else {"replicas": data["voters"] + data["observers"]}, indent=2
+            )
+        )
         return 0
     if args.status:
         rows = [
@@ -188,24 +221,40 @@ def _describe(args: argparse.Namespace) -> int:
             ("HighWatermark", data["high_watermark"]),
             ("MaxFollowerLag", data["max_follower_lag"]),
             ("MaxFollowerLagTimeMs", data["max_follower_lag_time_ms"]),
-            ("CurrentVoters", json.dumps([{"id": v["id"], "endpoints": v["endpoints"]}
-                                          for v in data["voters"]])),
+            (
+                "CurrentVoters",
+                json.dumps([{"id": v["id"], "endpoints": v["endpoints"]} for v in data["voters"]]),
+            ),
             ("CurrentObservers", json.dumps([{"id": o["id"]} for o in data["observers"]])),
         ]
         for name, value in rows:
             print(f"{name + ':':<24}{value}")
         return 0
     now = max((r["last_fetch_timestamp"] for r in data["voters"]), default=0)
-    header = ("NodeId", "DirectoryId", "LogEndOffset", "Lag", "LastFetchTimestamp",
-              "LastCaughtUpTimestamp", "Status")
+    header = (
+        "NodeId",
+        "DirectoryId",
+        "LogEndOffset",
+        "Lag",
+        "LastFetchTimestamp",
+        "LastCaughtUpTimestamp",
+        "Status",
+    )
     table = [header] + [
-        (str(r["id"]), r["directory_id"], str(r["log_end_offset"]),
-         "-" if r["lag"] is None else str(r["lag"]), _ago(r["last_fetch_timestamp"], now),
-         _ago(r["last_caught_up_timestamp"], now), r["status"])
+        (
+            str(r["id"]),
+            r["directory_id"],
+            str(r["log_end_offset"]),
+            "-" if r["lag"] is None else str(r["lag"]),
+            _ago(r["last_fetch_timestamp"], now),
+            _ago(r["last_caught_up_timestamp"], now),
+            r["status"],
+        )
         for r in data["voters"] + data["observers"]
     ]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     for row in table:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
-              .rstrip())
+        print(
+            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        )
     return 0

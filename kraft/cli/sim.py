@@ -72,90 +72,147 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         "sim",
         help="run, sweep, replay and shrink simulation scenarios",
         description="Deterministic simulation: every node's Raft client in one process, in "
-                    "virtual time, under faults, with invariants checked after every event.",
+        "virtual time, under faults, with invariants checked after every event.",
     )
     group.set_defaults(group_parser=group)
     commands = group.add_subparsers(title="sim commands", metavar="COMMAND")
 
     def scenarios_option(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
-            "--scenarios", metavar="DIR", type=Path,
+            "--scenarios",
+            metavar="DIR",
+            type=Path,
             help="the directory of scenario modules (default: $KRAFT_SCENARIOS, else "
-                 "./simulations, else the catalogue installed with kraft)",
+            "./simulations, else the catalogue installed with kraft)",
         )
 
     run = commands.add_parser(
-        "run", help="run one scenario with one seed",
+        "run",
+        help="run one scenario with one seed",
         description="Run scenario NAME with seed N into the run directory DIR (events.jsonl "
-                    "and run.json). Exit code 1 if an invariant or an expectation failed.",
+        "and run.json). Exit code 1 if an invariant or an expectation failed.",
     )
-    run.add_argument("--scenario", required=True, metavar="NAME",
-                     help="the scenario to run (`kraft sim list` names them)")
-    run.add_argument("--seed", required=True, metavar="N",
-                     help="the seed: the same seed replays the same run, event for event")
-    run.add_argument("--out", metavar="DIR", type=Path,
-                     help=f"the run directory (default: {DEFAULT_OUT}/NAME/seed-N)")
-    run.add_argument("--suppress", metavar="I,J,...", default="",
-                     help="skip the faults with these indices (as `kraft sim shrink` prints)")
-    run.add_argument("--no-message-events", action="store_true",
-                     help="leave message events out of the event log (smaller, faster)")
+    run.add_argument(
+        "--scenario",
+        required=True,
+        metavar="NAME",
+        help="the scenario to run (`kraft sim list` names them)",
+    )
+    run.add_argument(
+        "--seed",
+        required=True,
+        metavar="N",
+        help="the seed: the same seed replays the same run, event for event",
+    )
+    run.add_argument(
+        "--out",
+        metavar="DIR",
+        type=Path,
+        help=f"the run directory (default: {DEFAULT_OUT}/NAME/seed-N)",
+    )
+    run.add_argument(
+        "--suppress",
+        metavar="I,J,...",
+        default="",
+        help="skip the faults with these indices (as `kraft sim shrink` prints)",
+    )
+    run.add_argument(
+        "--no-message-events",
+        action="store_true",
+        help="leave message events out of the event log (smaller, faster)",
+    )
     scenarios_option(run)
     run.set_defaults(handler=_exit_2_on_bad_input(_run))
 
     sweep_parser = commands.add_parser(
-        "sweep", help="run scenarios x seeds in worker processes and sum them up",
+        "sweep",
+        help="run scenarios x seeds in worker processes and sum them up",
         description="Run every scenario with every seed, JOBS at a time, into "
-                    "DIR/<scenario>/seed-<N>; print a summary per scenario and the failed "
-                    "runs with their replay commands; write DIR/sweep.json. Exit code 1 if "
-                    "any run failed.",
+        "DIR/<scenario>/seed-<N>; print a summary per scenario and the failed "
+        "runs with their replay commands; write DIR/sweep.json. Exit code 1 if "
+        "any run failed.",
     )
     sweep_parser.add_argument(
-        "--scenario", required=True, nargs="+", action="extend", metavar="NAME",
+        "--scenario",
+        required=True,
+        nargs="+",
+        action="extend",
+        metavar="NAME",
         help="scenario names (or `all`), space- or comma-separated",
     )
-    sweep_parser.add_argument("--seeds", required=True, metavar="SEEDS",
-                              help="e.g. 1-1000, 5, 1,2,9 or 1-10,20")
-    sweep_parser.add_argument("--jobs", "-j", default=str(_cpus()), metavar="N",
-                              help="worker processes; 1 runs in this process (default: the "
-                                   "CPUs this process may use)")
-    sweep_parser.add_argument("--out", metavar="DIR", type=Path, default=DEFAULT_OUT,
-                              help=f"where the runs go (default: {DEFAULT_OUT})")
-    sweep_parser.add_argument("--no-message-events", action="store_true",
-                              help="leave message events out of the event logs")
-    sweep_parser.add_argument("--keep-passing", choices=("yes", "no"), default="yes",
-                              help="keep the run directories of passing runs (default: yes)")
+    sweep_parser.add_argument(
+        "--seeds", required=True, metavar="SEEDS", help="e.g. 1-1000, 5, 1,2,9 or 1-10,20"
+    )
+    sweep_parser.add_argument(
+        "--jobs",
+        "-j",
+        default=str(_cpus()),
+        metavar="N",
+        help="worker processes; 1 runs in this process (default: the CPUs this process may use)",
+    )
+    sweep_parser.add_argument(
+        "--out",
+        metavar="DIR",
+        type=Path,
+        default=DEFAULT_OUT,
+        help=f"where the runs go (default: {DEFAULT_OUT})",
+    )
+    sweep_parser.add_argument(
+        "--no-message-events",
+        action="store_true",
+        help="leave message events out of the event logs",
+    )
+    sweep_parser.add_argument(
+        "--keep-passing",
+        choices=("yes", "no"),
+        default="yes",
+        help="keep the run directories of passing runs (default: yes)",
+    )
     scenarios_option(sweep_parser)
     sweep_parser.set_defaults(handler=_exit_2_on_bad_input(_sweep))
 
     replay = commands.add_parser(
-        "replay", help="re-run a run directory and compare the event logs",
+        "replay",
+        help="re-run a run directory and compare the event logs",
         description="Re-run the run recorded in RUN_DIR/run.json (same scenario, seed, "
-                    "suppressed faults and message events) and compare: print `identical`, "
-                    "or the first line where the event logs differ (exit code 1).",
+        "suppressed faults and message events) and compare: print `identical`, "
+        "or the first line where the event logs differ (exit code 1).",
     )
-    replay.add_argument("run_dir", metavar="RUN_DIR", type=Path,
-                        help="a run directory (with run.json) written by run, sweep or shrink")
+    replay.add_argument(
+        "run_dir",
+        metavar="RUN_DIR",
+        type=Path,
+        help="a run directory (with run.json) written by run, sweep or shrink",
+    )
     scenarios_option(replay)
     replay.set_defaults(handler=_exit_2_on_bad_input(_replay))
 
     shrink_parser = commands.add_parser(
-        "shrink", help="find the fewest faults that still make a run fail",
+        "shrink",
+        help="find the fewest faults that still make a run fail",
         description="Delta-debug (ddmin) the faults a failing run injected: re-run with "
-                    "subsets of them suppressed, keeping a subset while the run still fails "
-                    "in one of the ways it did. Writes the smallest failing run to DIR.",
+        "subsets of them suppressed, keeping a subset while the run still fails "
+        "in one of the ways it did. Writes the smallest failing run to DIR.",
     )
-    shrink_parser.add_argument("run_dir", metavar="RUN_DIR", type=Path,
-                               help="the run directory of a failed run")
-    shrink_parser.add_argument("--out", metavar="DIR", type=Path,
-                               help="the shrunk run directory (default: RUN_DIR-shrunk)")
-    shrink_parser.add_argument("--max-runs", default=str(DEFAULT_MAX_RUNS), metavar="N",
-                               help=f"give up after N runs (default: {DEFAULT_MAX_RUNS})")
+    shrink_parser.add_argument(
+        "run_dir", metavar="RUN_DIR", type=Path, help="the run directory of a failed run"
+    )
+    shrink_parser.add_argument(
+        "--out", metavar="DIR", type=Path, help="the shrunk run directory (default: RUN_DIR-shrunk)"
+    )
+    shrink_parser.add_argument(
+        "--max-runs",
+        default=str(DEFAULT_MAX_RUNS),
+        metavar="N",
+        help=f"give up after N runs (default: {DEFAULT_MAX_RUNS})",
+    )
     scenarios_option(shrink_parser)
     shrink_parser.set_defaults(handler=_exit_2_on_bad_input(_shrink))
 
     listing = commands.add_parser(
-        "list", help="list the scenarios", description="Print every scenario's name and "
-                                                         "description.",
+        "list",
+        help="list the scenarios",
+        description="Print every scenario's name and description.",
     )
     scenarios_option(listing)
     listing.set_defaults(handler=_exit_2_on_bad_input(_list))
@@ -208,9 +265,7 @@ def _scenarios_in(directory: Path) -> dict[str, Scenario]:
             f"cannot load the scenarios of {directory}: {type(exc).__name__}: {exc}"
         ) from None
     modules = {f"{CATALOGUE_PACKAGE}.{path.stem}" for path in directory.glob("*.py")}
-    return {
-        name: s for name, s in sorted(registry.items()) if s.body.__module__ in modules
-    }
+    return {name: s for name, s in sorted(registry.items()) if s.body.__module__ in modules}
 
 
 def _check_scenario(name: str, directory: Path) -> None:
@@ -251,8 +306,11 @@ def replay_command(
 
 def _result_replay(result: RunResult, scenario_dir: Path) -> str:
     return replay_command(
-        result.scenario, result.seed, suppress=result.suppressed,
-        message_events=result.message_events, scenario_dir=scenario_dir,
+        result.scenario,
+        result.seed,
+        suppress=result.suppressed,
+        message_events=result.message_events,
+        scenario_dir=scenario_dir,
     )
 
 
@@ -298,8 +356,12 @@ def _run(args: argparse.Namespace) -> int:
     _check_scenario(args.scenario, directory)
     out: Path = args.out or DEFAULT_OUT / args.scenario / f"seed-{seed}"
     result = run_scenario(
-        args.scenario, seed, out, suppress=suppress,
-        message_events=not args.no_message_events, scenario_dir=directory,
+        args.scenario,
+        seed,
+        out,
+        suppress=suppress,
+        message_events=not args.no_message_events,
+        scenario_dir=directory,
     )
     print(f"{result_line(result)} -> {out}")
     if result.ok:
@@ -318,8 +380,7 @@ def _sweep(args: argparse.Namespace) -> int:
             for one in wanted:
                 if one not in known:
                     raise BadInputError(
-                        f"no scenario {one!r} in {directory} (known: "
-                        f"{', '.join(known) or 'none'})"
+                        f"no scenario {one!r} in {directory} (known: {', '.join(known) or 'none'})"
                     )
                 if one not in names:
                     names.append(one)
@@ -334,8 +395,13 @@ def _sweep(args: argparse.Namespace) -> int:
     total = len(names) * len(seeds)
     with _progress(total, sys.stderr) as advance:
         summary = sweep(
-            names, seeds, out, jobs=jobs, scenario_dir=directory,
-            message_events=not args.no_message_events, keep_passing=args.keep_passing == "yes",
+            names,
+            seeds,
+            out,
+            jobs=jobs,
+            scenario_dir=directory,
+            message_events=not args.no_message_events,
+            keep_passing=args.keep_passing == "yes",
             on_run=advance,
         )
     print(_table([*summary.per_scenario, summary.total]))
@@ -353,24 +419,42 @@ def _sweep(args: argparse.Namespace) -> int:
 def _failed_line(run: SweepRun, directory: Path, no_message_events: bool) -> str:
     why = run.error or ", ".join(run.failure_kinds)
     replay = replay_command(
-        run.scenario, run.seed, message_events=not no_message_events, scenario_dir=directory,
+        run.scenario,
+        run.seed,
+        message_events=not no_message_events,
+        scenario_dir=directory,
     )
     return f"  {run.scenario} seed {run.seed} ({why}): {replay}  [{run.run_dir}]"
 
 
 def _table(rows: Sequence[ScenarioSummary]) -> str:
-    header = ("scenario", "runs", "failed", "violations", "failed exp.", "simulated s",
-              "wall s", "sim/wall")
+    header = (
+        "scenario",
+        "runs",
+        "failed",
+        "violations",
+        "failed exp.",
+        "simulated s",
+        "wall s",
+        "sim/wall",
+    )
     cells = [header] + [
-        (r.scenario, str(r.runs), str(r.failed), str(r.violations), str(r.expectations),
-         f"{r.simulated_s:.1f}", f"{r.wall_s:.1f}", f"{r.speedup:.1f}")
+        (
+            r.scenario,
+            str(r.runs),
+            str(r.failed),
+            str(r.violations),
+            str(r.expectations),
+            f"{r.simulated_s:.1f}",
+            f"{r.wall_s:.1f}",
+            f"{r.speedup:.1f}",
+        )
         for r in rows
     ]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
     return "\n".join(
         "  ".join(
-            cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i])
-            for i, cell in enumerate(row)
+            cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(row)
         ).rstrip()
         for row in cells
     )
@@ -411,8 +495,7 @@ def _progress(total: int, stream: TextIO) -> Iterator[Callable[[SweepRun], None]
         if not tty and tenth == shown:
             return
         shown = tenth
-        line = (f"sweep: {done}/{total} runs, {failed} failed, "
-                f"{time.perf_counter() - started:.1f} s")
+        line = f"sweep: {done}/{total} runs, {failed} failed, {time.perf_counter() - started:.1f} s"
         stream.write(f"\r{line}" if tty else f"{line}\n")
         stream.flush()
 
@@ -442,16 +525,23 @@ def _replay(args: argparse.Namespace) -> int:
     _check_scenario(recorded.scenario, directory)
     with tempfile.TemporaryDirectory(prefix="kraft-replay-") as tmp:
         again = run_scenario(
-            recorded.scenario, recorded.seed, tmp, suppress=recorded.suppressed,
-            message_events=recorded.message_events, scenario_dir=directory,
+            recorded.scenario,
+            recorded.seed,
+            tmp,
+            suppress=recorded.suppressed,
+            message_events=recorded.message_events,
+            scenario_dir=directory,
         )
         if again.digest == recorded.digest and _outcome(again) == _outcome(recorded):
             print(f"identical: {result_line(again)}")
             return 0
         print(f"different: {result_line(recorded)} was recorded, the replay gives")
         print(f"           {result_line(again)}")
-        print(_first_difference(run_dir / EVENTS_FILE, Path(tmp) / EVENTS_FILE,
-                                _outcome(recorded), _outcome(again)))
+        print(
+            _first_difference(
+                run_dir / EVENTS_FILE, Path(tmp) / EVENTS_FILE, _outcome(recorded), _outcome(again)
+            )
+        )
     return 1
 
 
@@ -505,8 +595,9 @@ def _shrink(args: argparse.Namespace) -> int:
             sys.stderr.flush()
 
     try:
-        shrunk = shrink(original, scenario_dir=directory, out_dir=out, max_runs=max_runs,
-                        on_run=progress)
+        shrunk = shrink(
+            original, scenario_dir=directory, out_dir=out, max_runs=max_runs, on_run=progress
+        )
     finally:
         if tty and tried:
             sys.stderr.write("\n")

@@ -52,23 +52,32 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
             "that is already formatted."
         ),
     )
-    fmt.add_argument("--cluster-id", "-t", required=True,
-                     help="the cluster id, a Kafka Uuid (see `kraft storage random-uuid`)")
+    fmt.add_argument(
+        "--cluster-id",
+        "-t",
+        required=True,
+        help="the cluster id, a Kafka Uuid (see `kraft storage random-uuid`)",
+    )
     fmt.add_argument("--node-id", "-n", required=True, type=_node_id, help="this node's id")
-    fmt.add_argument("--ignore-formatted", "-g", action="store_true",
-                     help="succeed without change if DIR is already formatted for the same "
-                          "cluster and node")
+    fmt.add_argument(
+        "--ignore-formatted",
+        "-g",
+        action="store_true",
+        help="succeed without change if DIR is already formatted for the same cluster and node",
+    )
     fmt.add_argument("directory", metavar="DIR", type=Path, help="the data directory")
     fmt.set_defaults(handler=_format)
 
     uuid = commands.add_parser(
-        "random-uuid", help="print a new random Kafka Uuid (for --cluster-id)",
+        "random-uuid",
+        help="print a new random Kafka Uuid (for --cluster-id)",
         description="Print a new random Kafka Uuid: 22 characters of URL-safe base64.",
     )
     uuid.set_defaults(handler=_random_uuid)
 
     info = commands.add_parser(
-        "info", help="show a data directory's meta.properties and quorum state",
+        "info",
+        help="show a data directory's meta.properties and quorum state",
         description="Print DIR's meta.properties and, if present, its quorum-state.",
     )
     info.add_argument("directory", metavar="DIR", type=Path, help="the data directory")
@@ -117,6 +126,8 @@ def _info(args: argparse.Namespace) -> int:
     if state is None:
         print("  (none: this node has not taken part in an election yet)")
     else:
-        print(f"  epoch={state.epoch} leader_id={state.leader_id} voted_id={state.voted_id} "
-              f"voted_directory_id={state.voted_directory_id}")
+        print(
+            f"  epoch={state.epoch} leader_id={state.leader_id} voted_id={state.voted_id} "
+            f"voted_directory_id={state.voted_directory_id}"
+        )
     return 0

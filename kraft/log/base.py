@@ -81,9 +81,7 @@ def validate_follower_batches(
     return views
 
 
-def check_encoded_batch(
-    data: bytes, log_end_offset: int, latest_epoch: int | None
-) -> RecordBatch:
+def check_encoded_batch(data: bytes, log_end_offset: int, latest_epoch: int | None) -> RecordBatch:
     """Check a leader's pre-encoded batch (``append_encoded``) without its CRC."""
     batch = read_batch(data, verify_crc=False)
     if batch.size_in_bytes != len(data):
@@ -107,9 +105,7 @@ def check_encoded_batch(
 class LogBase(ABC):
     """Epoch cache, high watermark and the derived parts of the ``ReplicatedLog`` contract."""
 
-    def __init__(
-        self, epoch_cache: EpochCache, retention: SnapshotRetention | None = None
-    ) -> None:
+    def __init__(self, epoch_cache: EpochCache, retention: SnapshotRetention | None = None) -> None:
         self._epochs = epoch_cache
         self._high_watermark = 0
         #: Frozen snapshots by id, and their ids sorted by offset.
@@ -232,9 +228,7 @@ class LogBase(ABC):
     def _check_leader_epoch(self, epoch: int) -> None:
         floor = self._epoch_floor()
         if floor is not None and epoch < floor:
-            raise InvalidAppendError(
-                f"epoch {epoch} is below the log's latest epoch {floor}"
-            )
+            raise InvalidAppendError(f"epoch {epoch} is below the log's latest epoch {floor}")
 
     def _start_epoch(self) -> int:
         """The epoch before the log start: that of the snapshot there, or 0."""
@@ -252,10 +246,14 @@ class LogBase(ABC):
             return ValidOffsetAndEpoch.valid(OffsetAndEpoch(offset, epoch))
         earliest = self.earliest_snapshot_id
         latest = self.latest_snapshot_id
-        if earliest is not None and latest is not None and (
-            offset < start
-            or (offset == start and epoch != earliest.epoch)
-            or epoch < earliest.epoch
+        if (
+            earliest is not None
+            and latest is not None
+            and (
+                offset < start
+                or (offset == start and epoch != earliest.epoch)
+                or epoch < earliest.epoch
+            )
         ):
             return ValidOffsetAndEpoch.snapshot(latest)
         # The snapshot at the log start is the epoch before the first entry of the cache.
@@ -312,8 +310,11 @@ class LogBase(ABC):
         """
         offset, epoch = snapshot_id
         if offset < self.log_start_offset or snapshot_id in self._snapshots:
-            logger.info("not creating snapshot %s: the log starts at %d or it exists",
-                        snapshot_id, self.log_start_offset)
+            logger.info(
+                "not creating snapshot %s: the log starts at %d or it exists",
+                snapshot_id,
+                self.log_start_offset,
+            )
             return None
         if offset > self._high_watermark:
             raise ValueError(
@@ -430,23 +431,31 @@ class LogBase(ABC):
         policy = self.retention
         changed = False
         while True:
-            above = [s for s in self._snapshot_ids
-                     if self.log_start_offset <= s.offset <= self._high_watermark]
+            above = [
+                s
+                for s in self._snapshot_ids
+                if self.log_start_offset <= s.offset <= self._high_watermark
+            ]
             at_start = bool(above) and above[0].offset == self.log_start_offset
             candidates = above[1:] if at_start else above
             if not candidates:
                 break  # the latest snapshot is at the log start: nothing to drop
             too_many = len(above) > policy.retained_snapshots
-            too_big = (policy.retention_bytes is not None
-                       and self.size_in_bytes() > policy.retention_bytes)
-            too_old = (policy.retention_ms is not None
-                       and now_ms - _snapshot_timestamp(self._snapshots[above[0]])
-                       > policy.retention_ms)
+            too_big = (
+                policy.retention_bytes is not None and self.size_in_bytes() > policy.retention_bytes
+            )
+            too_old = (
+                policy.retention_ms is not None
+                and now_ms - _snapshot_timestamp(self._snapshots[above[0]]) > policy.retention_ms
+            )
             if not (too_many or too_big or too_old):
                 break
             target = candidates[0]
-            logger.info("cleaner: moving the log start from %d to snapshot %s",
-                        self.log_start_offset, target)
+            logger.info(
+                "cleaner: moving the log start from %d to snapshot %s",
+                self.log_start_offset,
+                target,
+            )
             self.delete_before_snapshot(target)
             changed = True
         return changed

@@ -161,4 +161,3 @@ def read_checkpoint(path: Path) -> EpochCache | None:
     except (ValueError, InvalidAppendError):
         return None
     return cache
-

@@ -156,8 +156,9 @@ class FileLog(LogBase):
             start = next((s.offset for s in snapshots if s.offset > start), start)
         for snapshot_id in snapshots:
             if snapshot_id.offset < start:
-                logger.info("recovery: deleting snapshot %s below the log start %d",
-                            snapshot_id, start)
+                logger.info(
+                    "recovery: deleting snapshot %s below the log start %d", snapshot_id, start
+                )
                 delete_snapshot_file(self.directory, snapshot_id)
                 continue
             self._on_snapshot_frozen(FileRawSnapshotReader.open(self.directory, snapshot_id))
@@ -168,8 +169,9 @@ class FileLog(LogBase):
                 write_checkpoint(self.directory / EPOCH_CHECKPOINT, self._epochs)
         self._high_watermark = self._log_start
         if self.truncate_to_latest_snapshot():
-            logger.info("recovery: the log was behind its latest snapshot %s",
-                        self.latest_snapshot_id)
+            logger.info(
+                "recovery: the log was behind its latest snapshot %s", self.latest_snapshot_id
+            )
 
     @classmethod
     def _recover(
@@ -196,14 +198,17 @@ class FileLog(LogBase):
                         raise CorruptLogError(
                             f"segment starts at {base}, but the previous one ends at "
                             f"{segments[-1].next_offset}",
-                            path=str(segment.log_path), offset=base, position=0,
+                            path=str(segment.log_path),
+                            offset=base,
+                            position=0,
                         )
                     cut = True
                 if cut:
                     # Everything after a cut tail is past a hole in the offsets: not ours to
                     # keep.
-                    logger.warning("recovery: deleting segment %s after a truncated tail",
-                                   segment.log_path)
+                    logger.warning(
+                        "recovery: deleting segment %s after a truncated tail", segment.log_path
+                    )
                     segment.delete()
                     segment = None
                     deleted = True
@@ -218,16 +223,24 @@ class FileLog(LogBase):
             log_end = segments[-1].next_offset
             if recovery_point > log_end:
                 raise CorruptLogError(
-                    f"the log ends at offset {log_end}, below its recovery point "
-                    f"{recovery_point}",
-                    path=str(directory), offset=log_end, position=None,
+                    f"the log ends at offset {log_end}, below its recovery point {recovery_point}",
+                    path=str(directory),
+                    offset=log_end,
+                    position=None,
                 )
             # What was recovered may sit only in the page cache (a process crash, not a power
             # cut): make it durable before the recovery point moves past it.
             segments[-1].flush(index=True)
             epochs = cls._recover_epochs(directory, segments, recovered, recovery_point, log_end)
-            log = cls(directory, segments, epochs, min(recovery_point, log_end), lock_fd,
-                      segment_bytes, index_interval_bytes)
+            log = cls(
+                directory,
+                segments,
+                epochs,
+                min(recovery_point, log_end),
+                lock_fd,
+                segment_bytes,
+                index_interval_bytes,
+            )
             log._write_recovery_point(log.log_end_offset)
         except BaseException:
             # A log that cannot be opened must not leak the segment files it opened.
@@ -287,17 +300,20 @@ class FileLog(LogBase):
                     raise CorruptRecordError(
                         f"batch ends at offset {batch.last_offset}, but the index says "
                         f"{start_last_offset}",
-                        offset=batch.base_offset, position=batch.position,
+                        offset=batch.base_offset,
+                        position=batch.position,
                     )
                 if expected >= 0 and batch.base_offset != expected:
                     raise CorruptRecordError(
                         f"batch has base offset {batch.base_offset}, expected {expected}",
-                        offset=batch.base_offset, position=batch.position,
+                        offset=batch.base_offset,
+                        position=batch.position,
                     )
                 if batch.base_offset < recovery_point < batch.next_offset:
                     raise CorruptRecordError(
                         f"the recovery point {recovery_point} falls inside a batch",
-                        offset=batch.base_offset, position=batch.position,
+                        offset=batch.base_offset,
+                        position=batch.position,
                     )
                 # Nor is the epoch under the CRC. A log's epochs never go back, so one that
                 # does (or is negative) is damage, not something this log appended.
@@ -306,7 +322,8 @@ class FileLog(LogBase):
                     raise CorruptRecordError(
                         f"batch epoch {epoch} is below the epoch before it "
                         f"({recovered[-1][0] if recovered else 0})",
-                        offset=batch.base_offset, position=batch.position,
+                        offset=batch.base_offset,
+                        position=batch.position,
                     )
                 if not recovered or recovered[-1][0] != epoch:
                     recovered.append((epoch, batch.base_offset))
@@ -322,11 +339,17 @@ class FileLog(LogBase):
                     raise _IndexMismatchError from exc
                 raise CorruptLogError(
                     f"corrupt batch below the recovery point {recovery_point}: {exc}",
-                    path=str(segment.log_path), offset=exc.offset, position=exc.position,
+                    path=str(segment.log_path),
+                    offset=exc.offset,
+                    position=exc.position,
                 ) from exc
             logger.warning(
                 "recovery: %s: cutting %d bytes from byte %d (offset %d): %s",
-                segment.log_path, segment.size - position, position, segment.next_offset, exc,
+                segment.log_path,
+                segment.size - position,
+                position,
+                segment.next_offset,
+                exc,
             )
             segment.append_index(bytes(entries))
             segment.truncate(position, segment.next_offset)
@@ -375,7 +398,8 @@ class FileLog(LogBase):
                     # epoch going back inside one is damage there, not a bad append.
                     raise CorruptLogError(
                         f"corrupt batch epoch below the recovery point: {exc}",
-                        path=str(segment.log_path), offset=batch.base_offset,
+                        path=str(segment.log_path),
+                        offset=batch.base_offset,
                         position=batch.position,
                     ) from exc
         write_checkpoint(path, epochs)
@@ -454,8 +478,9 @@ class FileLog(LogBase):
             j = i
             while j < len(spans):
                 last, pos, size = spans[j]
-                if j > i and (pos + size - start_pos > room
-                              or last - segment.base_offset > INT32_MAX):
+                if j > i and (
+                    pos + size - start_pos > room or last - segment.base_offset > INT32_MAX
+                ):
                     break
                 entries += segment.index_batch(last, segment.size + pos - start_pos, size)
                 j += 1
@@ -465,8 +490,9 @@ class FileLog(LogBase):
 
     def _maybe_roll(self, size: int, last_offset: int) -> Segment:
         active = self._segments[-1]
-        if active.size and (active.size + size > self._segment_bytes
-                            or last_offset - active.base_offset > INT32_MAX):
+        if active.size and (
+            active.size + size > self._segment_bytes or last_offset - active.base_offset > INT32_MAX
+        ):
             active.flush(index=True)
             base = active.next_offset
             segment = Segment(self.directory, base, self._index_interval)
@@ -526,8 +552,13 @@ class FileLog(LogBase):
             parts.append(chunk[:taken])
             total += taken
             k += 1
-            if (reached_limit or position + taken < segment.size or total >= max_bytes
-                    or k == len(self._segments) or self._segments[k].base_offset >= limit):
+            if (
+                reached_limit
+                or position + taken < segment.size
+                or total >= max_bytes
+                or k == len(self._segments)
+                or self._segments[k].base_offset >= limit
+            ):
                 break
             segment, position = self._segments[k], 0
             want = min(max_bytes - total, segment.size)

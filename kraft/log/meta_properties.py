@@ -381,6 +381,9 @@ def format_storage(
     write_meta_properties(directory, meta, comment=comment)
     logger.info(
         "formatted %s: cluster %s, node %d, directory %s",
-        directory, cluster_id, node_id, meta.directory_id,
+        directory,
+        cluster_id,
+        node_id,
+        meta.directory_id,
     )
     return meta

@@ -51,9 +51,9 @@ def _write_all(fd: int, data: bytes | memoryview) -> None:
         view = view[written:]
 
 
-
 #: ``os.fdatasync`` where the platform has it (Linux), ``os.fsync`` elsewhere (macOS).
 _datasync = getattr(os, "fdatasync", os.fsync)
+
 
 class Segment:
     """A segment's files, its size, its next offset and its in-memory index."""

@@ -279,8 +279,11 @@ def run_step(step: RunStep) -> None:
             step.event.run()
             return
         except Exception as exc:
-            logger.debug("Got exception while running %r. Invoking handle_exception.",
-                         step.event, exc_info=True)
+            logger.debug(
+                "Got exception while running %r. Invoking handle_exception.",
+                step.event,
+                exc_info=True,
+            )
             error = exc
     deliver_exception(step.event, error)
 

@@ -156,9 +156,16 @@ class KafkaRaftClient(Generic[T]):
             self.quorum, log, config, channel, lambda: self._shutdown is not None
         )
         self._fetcher: ReplicaFetcher[T] = ReplicaFetcher(
-            local_id=local_id, local_directory_id=local_directory_id, quorum=self.quorum,
-            log=log, config=config, serde=serde, requests=self._requests, channel=channel,
-            clock=clock, metrics=metrics,
+            local_id=local_id,
+            local_directory_id=local_directory_id,
+            quorum=self.quorum,
+            log=log,
+            config=config,
+            serde=serde,
+            requests=self._requests,
+            channel=channel,
+            clock=clock,
+            metrics=metrics,
         )
         self._listeners: ListenerRegistry[T] = ListenerRegistry(
             log, serde, queue.wakeup, clock, metrics
@@ -200,7 +207,8 @@ class KafkaRaftClient(Generic[T]):
         self._response_kinds: dict[type, ResponseKind] = {
             FetchResponse: ResponseKind(fetch_named, self._fetcher.handle_fetch_response),
             VoteResponse: ResponseKind(
-                epoch_named, self._handle_vote_response,
+                epoch_named,
+                self._handle_vote_response,
                 top_level_error=self._handle_vote_top_level_error,
             ),
             BeginQuorumEpochResponse: ResponseKind(
@@ -210,7 +218,8 @@ class KafkaRaftClient(Generic[T]):
                 epoch_named, epoch_rpcs.handle_end_quorum_epoch_response
             ),
             FetchSnapshotResponse: ResponseKind(
-                fetch_named, self._fetcher.handle_fetch_snapshot_response,
+                fetch_named,
+                self._fetcher.handle_fetch_snapshot_response,
                 own_errors=frozenset({Errors.SNAPSHOT_NOT_FOUND, Errors.POSITION_OUT_OF_RANGE}),
             ),
         }
@@ -261,7 +270,7 @@ class KafkaRaftClient(Generic[T]):
 
     @property
     def role(self) -> str:
-        """"Unattached", "Voted", "Prospective", "Candidate", "Leader", "Follower", "Resigned"."""
+        """ "Unattached", "Voted", "Prospective", "Candidate", "Leader", "Follower", "Resigned"."""
         return self.quorum.state.name
 
     @property
@@ -316,7 +325,8 @@ class KafkaRaftClient(Generic[T]):
         if raw is None:
             return None
         return SnapshotWriter(
-            raw, self._serde,
+            raw,
+            self._serde,
             last_contained_log_timestamp_ms=last_contained_log_time_ms,
             timestamp_ms=self.clock.wall_ms(),
             max_batch_size_bytes=self.config.max_batch_size_bytes,
@@ -500,8 +510,11 @@ class KafkaRaftClient(Generic[T]):
         expired = state.check_quorum_expired(now)
         if self._shutdown is not None or state.resign_requested or expired:
             if expired:
-                logger.info("epoch %d: check-quorum expired, no majority fetched in %d ms",
-                            state.epoch, state.check_quorum_timeout_ms)
+                logger.info(
+                    "epoch %d: check-quorum expired, no majority fetched in %d ms",
+                    state.epoch,
+                    state.check_quorum_timeout_ms,
+                )
             self._transition_to_resigned(state.successors_by_fetch_offset(), now)
             return 0
         until_drain = self._maybe_append_batches(state, now)
@@ -521,8 +534,11 @@ class KafkaRaftClient(Generic[T]):
                 # A follower may stop at once: it knows a remote leader.
                 return 0
             if now >= state.fetch_deadline_ms:
-                logger.info("epoch %d: no successful fetch from leader %d within the fetch "
-                            "timeout", state.epoch, state.leader_id)
+                logger.info(
+                    "epoch %d: no successful fetch from leader %d within the fetch timeout",
+                    state.epoch,
+                    state.leader_id,
+                )
                 self._transition_to_prospective(now)
                 return 0
             backoff = fetcher.maybe_send_fetch_to_best_node(state, now)
@@ -549,8 +565,9 @@ class KafkaRaftClient(Generic[T]):
             logger.info("epoch %d: election timed out", state.epoch)
             self._transition_to_prospective(now)
             return 0
-        return max(0, min(self._maybe_send_vote_requests(state, now),
-                          state.election_deadline_ms - now))
+        return max(
+            0, min(self._maybe_send_vote_requests(state, now), state.election_deadline_ms - now)
+        )
 
     def _poll_prospective(self, state: ProspectiveState, now: int) -> int:
         if self._shutdown is not None:
@@ -559,8 +576,9 @@ class KafkaRaftClient(Generic[T]):
             logger.info("epoch %d: pre-vote timed out", state.epoch)
             self._prospective_lost(state, now)
             return 0
-        return max(0, min(self._maybe_send_vote_requests(state, now),
-                          state.election_deadline_ms - now))
+        return max(
+            0, min(self._maybe_send_vote_requests(state, now), state.election_deadline_ms - now)
+        )
 
     def _poll_unattached(self, state: UnattachedState, now: int) -> int:
         if self.quorum.is_voter:
@@ -598,11 +616,14 @@ class KafkaRaftClient(Generic[T]):
             shutdown.listeners_told = True
             self._listeners.begin_shutdown()
         leader = self.quorum.leader_id
-        return shutdown.maybe_complete(now, (
-            self.quorum.is_observer
-            or self.quorum.is_only_voter
-            or (leader is not None and leader != self.local_id)
-        ))
+        return shutdown.maybe_complete(
+            now,
+            (
+                self.quorum.is_observer
+                or self.quorum.is_only_voter
+                or (leader is not None and leader != self.local_id)
+            ),
+        )
 
     # -- Transitions (with their side effects on connections, purgatories and listeners) ----------
     def _after_transition(self, previous: EpochState | LeaderState[T]) -> None:
@@ -667,20 +688,26 @@ class KafkaRaftClient(Generic[T]):
         end_offset = self.log.log_end_offset
         # Handed to the quorum state, which owns it from now on (and closes it).
         accumulator: BatchAccumulator[T] = BatchAccumulator(
-            state.epoch, end_offset, self.config.append_linger_ms,
-            self.config.max_batch_size_bytes, self._serde, lock=self._append_lock,
+            state.epoch,
+            end_offset,
+            self.config.append_linger_ms,
+            self.config.max_batch_size_bytes,
+            self._serde,
+            lock=self._append_lock,
         )
         leader = self.quorum.transition_to_leader(end_offset, accumulator, now)
         self.log.initialize_leader_epoch(leader.epoch)
         self._listeners.drop_uncommitted()
         # The HW can only move once a record of this epoch is replicated: write one now.
         accumulator.append_control_messages(
-            [LeaderChangeMessage(
-                version=0,
-                leader_id=self.local_id,
-                voters=tuple(LeaderChangeVoter(v) for v in sorted(leader.voters)),
-                granting_voters=tuple(LeaderChangeVoter(v) for v in granting),
-            )],
+            [
+                LeaderChangeMessage(
+                    version=0,
+                    leader_id=self.local_id,
+                    voters=tuple(LeaderChangeVoter(v) for v in sorted(leader.voters)),
+                    granting_voters=tuple(LeaderChangeVoter(v) for v in granting),
+                )
+            ],
             self.clock.wall_ms(),
         )
         self._after_transition(state)
@@ -719,18 +746,28 @@ class KafkaRaftClient(Generic[T]):
         if not quorum.has_consistent_leader(epoch, leader_id):
             logger.error(
                 "a peer names leader %s for epoch %d, but this replica knows leader %s",
-                leader_id, epoch, quorum.leader_id,
+                leader_id,
+                epoch,
+                quorum.leader_id,
             )
             return False
-        if leader_id is not None and leader_id == self.local_id and not (
-            epoch == quorum.epoch and isinstance(quorum.state, LeaderState | ResignedState)
+        if (
+            leader_id is not None
+            and leader_id == self.local_id
+            and not (
+                epoch == quorum.epoch and isinstance(quorum.state, LeaderState | ResignedState)
+            )
         ):
             if self._duplicate_id_log.allow(now):  # every peer's every answer repeats it
-                logger.error("another replica uses node id %s: a peer names it leader of epoch "
-                             "%d, which this process never led. Is a second process running with "
-                             "node id %s (or was its data directory replaced)? Its messages are "
-                             "refused (logged at most once a minute)", self.local_id, epoch,
-                             self.local_id)
+                logger.error(
+                    "another replica uses node id %s: a peer names it leader of epoch "
+                    "%d, which this process never led. Is a second process running with "
+                    "node id %s (or was its data directory replaced)? Its messages are "
+                    "refused (logged at most once a minute)",
+                    self.local_id,
+                    epoch,
+                    self.local_id,
+                )
             return False
         if epoch > quorum.epoch:
             if leader_id is not None and endpoints:
@@ -784,7 +821,8 @@ class KafkaRaftClient(Generic[T]):
             return NO_DEADLINE
         pre_vote = isinstance(state, ProspectiveState)
         return self._maybe_send_requests(
-            now, sorted(state.unrecorded_voters()),
+            now,
+            sorted(state.unrecorded_voters()),
             lambda dest: self._vote_rpcs.build_vote_request(dest, pre_vote),
         )
 
@@ -808,15 +846,19 @@ class KafkaRaftClient(Generic[T]):
         if not requests.is_response_expected(
             response.source, response.correlation_id, body.API_KEY.value
         ):
-            logger.debug("dropping a stale or unexpected %s from %d", type(body).__name__,
-                         response.source)
+            logger.debug(
+                "dropping a stale or unexpected %s from %d", type(body).__name__, response.source
+            )
             return
         kind = self._response_kinds.get(type(body))
         if kind is None:
             ok = False  # kraft sends no DescribeQuorum
         elif not int32_fields_in_range(body):
-            logger.error("dropping %s from %d: an epoch or id outside int32",
-                         type(body).__name__, response.source)
+            logger.error(
+                "dropping %s from %d: an epoch or id outside int32",
+                type(body).__name__,
+                response.source,
+            )
             ok = False
         else:
             ok = self._prologue.step(kind, response, body, now)
@@ -859,12 +901,17 @@ class KafkaRaftClient(Generic[T]):
         if isinstance(state, CandidateState):
             if state.backoff_deadline_ms is None:
                 backoff = self._binary_exponential_election_backoff_ms(state.retries)
-                logger.info("epoch %d: election lost (rejected by %s); backing off %d ms",
-                            state.epoch, sorted(state.rejecting), backoff)
+                logger.info(
+                    "epoch %d: election lost (rejected by %s); backing off %d ms",
+                    state.epoch,
+                    sorted(state.rejecting),
+                    backoff,
+                )
                 state.backoff_deadline_ms = now + backoff
         else:
-            logger.info("epoch %d: pre-vote lost (rejected by %s)", state.epoch,
-                        sorted(state.rejecting))
+            logger.info(
+                "epoch %d: pre-vote lost (rejected by %s)", state.epoch, sorted(state.rejecting)
+            )
             self._prospective_lost(state, now)
 
     def _binary_exponential_election_backoff_ms(self, retries: int) -> int:

@@ -74,8 +74,7 @@ def describe_quorum(
         describe(state.voter_states[v], v == quorum.local_id) for v in sorted(state.voters)
     )
     observers = tuple(
-        describe(o, False)
-        for o in sorted(state.active_observers(now_ms), key=lambda o: o.key.id)
+        describe(o, False) for o in sorted(state.active_observers(now_ms), key=lambda o: o.key.id)
     )
     nodes = tuple(
         DescribeQuorumNode(v, tuple(Endpoint(*e) for e in quorum.leader_endpoints(v)))

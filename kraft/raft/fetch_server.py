@@ -179,7 +179,8 @@ class FetchServer(Generic[T]):
             if validation.kind is ValidationKind.SNAPSHOT:
                 return self.fetch_response(Errors.NONE, snapshot=validation.offset_and_epoch)
             info = log.read(
-                body.fetch_offset, Isolation.UNCOMMITTED,
+                body.fetch_offset,
+                Isolation.UNCOMMITTED,
                 max_bytes=max(1, min(body.max_bytes, DEFAULT_MAX_READ_BYTES)),
             )
         except (KraftError, ValueError) as exc:
@@ -212,8 +213,9 @@ class FetchServer(Generic[T]):
             if linger > 0 and high_watermark is not None:
                 purgatory.hasten(high_watermark, now + linger)
             # With a linger, a higher HW alone does not complete a fetch: its deadline does.
-            ready = purgatory.ready(self._log.log_end_offset,
-                                    None if linger > 0 else high_watermark)
+            ready = purgatory.ready(
+                self._log.log_end_offset, None if linger > 0 else high_watermark
+            )
             if not ready:
                 return
             for parked in ready:
@@ -237,9 +239,10 @@ class FetchServer(Generic[T]):
             return NO_DEADLINE
         for parked in purgatory.expired(now):
             # The wait is over with nothing new: the empty answer.
-            self._respond(parked.request, self.fetch_response(
-                self._validate_leader_only(self._quorum.epoch) or Errors.NONE
-            ))
+            self._respond(
+                parked.request,
+                self.fetch_response(self._validate_leader_only(self._quorum.epoch) or Errors.NONE),
+            )
         return max(0, purgatory.next_deadline_ms() - now)
 
     def fail_parked(self) -> None:
@@ -260,7 +263,9 @@ class FetchServer(Generic[T]):
         error = self._validate_leader_only(body.current_leader_epoch)
         if error is not None:
             return FetchSnapshotResponse(
-                partition_error_code=error, current_leader=current, node_endpoints=endpoints,
+                partition_error_code=error,
+                current_leader=current,
+                node_endpoints=endpoints,
             )
         state = quorum.state
         assert isinstance(state, LeaderState)
@@ -271,19 +276,27 @@ class FetchServer(Generic[T]):
         if snapshot is None:
             # Unknown, deleted by the cleaner, or the bootstrap id (0, 0): never served.
             return FetchSnapshotResponse(
-                partition_error_code=Errors.SNAPSHOT_NOT_FOUND, snapshot_id=body.snapshot_id,
-                current_leader=current, node_endpoints=endpoints,
+                partition_error_code=Errors.SNAPSHOT_NOT_FOUND,
+                snapshot_id=body.snapshot_id,
+                current_leader=current,
+                node_endpoints=endpoints,
             )
         size = snapshot.size_in_bytes
         if not 0 <= body.position < size:
             return FetchSnapshotResponse(
-                partition_error_code=Errors.POSITION_OUT_OF_RANGE, snapshot_id=body.snapshot_id,
-                current_leader=current, size=size, position=body.position,
+                partition_error_code=Errors.POSITION_OUT_OF_RANGE,
+                snapshot_id=body.snapshot_id,
+                current_leader=current,
+                size=size,
+                position=body.position,
                 node_endpoints=endpoints,
             )
         chunk = min(max(1, body.max_bytes), self._config.fetch_snapshot_max_bytes)
         return FetchSnapshotResponse(
-            snapshot_id=body.snapshot_id, current_leader=current, size=size,
-            position=body.position, unaligned_records=snapshot.read(body.position, chunk),
+            snapshot_id=body.snapshot_id,
+            current_leader=current,
+            size=size,
+            position=body.position,
+            unaligned_records=snapshot.read(body.position, chunk),
             node_endpoints=endpoints,
         )

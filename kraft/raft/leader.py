@@ -158,7 +158,7 @@ class LeaderState(Generic[T]):
     def successors_by_fetch_offset(self) -> list[int]:
         """The other voters, most caught-up first (EndQuorumEpoch's preferred candidates)."""
         others = [self.voter_states[v] for v in self.other_voters()]
-        others.sort(key=lambda s: (-1 if s.end_offset is None else s.end_offset), reverse=True)
+        others.sort(key=lambda s: -1 if s.end_offset is None else s.end_offset, reverse=True)
         return [s.key.id for s in others]
 
     def active_observers(self, now_ms: int) -> list[ReplicaState]:

@@ -130,9 +130,14 @@ class ListenerRegistry(Generic[T]):
             for context in list(self._contexts.values()):
                 if context.next_expected_offset() == batch.base_offset:
                     reader: BatchReader[T] = MemoryBatchReader(
-                        Batch(batch.base_offset, batch.last_offset, batch.epoch,
-                              batch.append_timestamp_ms, batch.size_in_bytes,
-                              list(batch.records)),
+                        Batch(
+                            batch.base_offset,
+                            batch.last_offset,
+                            batch.epoch,
+                            batch.append_timestamp_ms,
+                            batch.size_in_bytes,
+                            list(batch.records),
+                        ),
                         context.on_close,
                     )
                     context.fire_handle_commit(reader)
@@ -150,9 +155,11 @@ class ListenerRegistry(Generic[T]):
             if next_offset < min(high_watermark, log.high_watermark):
                 info = log.read(next_offset, Isolation.COMMITTED)
                 if info.records:
-                    context.fire_handle_commit(LogBatchReader(
-                        info.start_offset, info.records, self._serde, context.on_close
-                    ))
+                    context.fire_handle_commit(
+                        LogBatchReader(
+                            info.start_offset, info.records, self._serde, context.on_close
+                        )
+                    )
 
     def _start_from_snapshot(
         self, context: ListenerContext[T], next_offset: int, high_watermark: int

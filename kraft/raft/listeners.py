@@ -243,8 +243,10 @@ class ListenerContext(Generic[T]):
             return False
         if leader.epoch > fired.epoch:
             return True
-        return leader.epoch == fired.epoch and leader.leader_id is not None and (
-            fired.leader_id is None
+        return (
+            leader.epoch == fired.epoch
+            and leader.leader_id is not None
+            and (fired.leader_id is None)
         )
 
     def maybe_fire_leader_change(

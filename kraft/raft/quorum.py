@@ -86,15 +86,23 @@ _SAME, _HIGHER, _SAME_OR_HIGHER = EpochChange.SAME, EpochChange.HIGHER, EpochCha
 #: (Kafka's ``prospectiveAddVotedState``). Anything not listed raises ``IllegalStateError``.
 TRANSITIONS: dict[str, dict[str, EpochChange]] = {
     "Unattached": {
-        "Unattached": _HIGHER, "Voted": _SAME, "Prospective": _SAME, "Follower": _SAME_OR_HIGHER,
+        "Unattached": _HIGHER,
+        "Voted": _SAME,
+        "Prospective": _SAME,
+        "Follower": _SAME_OR_HIGHER,
     },
     "Voted": {"Unattached": _HIGHER, "Prospective": _SAME, "Follower": _SAME_OR_HIGHER},
     "Prospective": {
-        "Unattached": _SAME_OR_HIGHER, "Voted": _SAME, "Candidate": EpochChange.NEXT,
+        "Unattached": _SAME_OR_HIGHER,
+        "Voted": _SAME,
+        "Candidate": EpochChange.NEXT,
         "Follower": _SAME_OR_HIGHER,
     },
     "Candidate": {
-        "Unattached": _HIGHER, "Prospective": _SAME, "Leader": _SAME, "Follower": _SAME_OR_HIGHER,
+        "Unattached": _HIGHER,
+        "Prospective": _SAME,
+        "Leader": _SAME,
+        "Follower": _SAME_OR_HIGHER,
     },
     "Leader": {"Unattached": _HIGHER, "Resigned": _SAME, "Follower": _HIGHER},
     "Follower": {"Unattached": _HIGHER, "Prospective": _SAME, "Follower": _SAME_OR_HIGHER},
@@ -130,7 +138,10 @@ class QuorumState(Generic[T]):
         #: Consecutive elections this replica stood in (drives the candidate backoff).
         self.candidate_retries = 0
         self.state: EpochState | LeaderState[T] = UnattachedState(
-            epoch=0, high_watermark=None, leader_id=None, voted_key=None,
+            epoch=0,
+            high_watermark=None,
+            leader_id=None,
+            voted_key=None,
             election_deadline_ms=NO_DEADLINE,
         )
         #: What the state must allow, beyond :data:`TRANSITIONS`, per target state.
@@ -220,10 +231,7 @@ class QuorumState(Generic[T]):
             leader_id is not None
             and leader_id != self.local_id
             and bool(endpoints)
-            and (
-                self.leader_id is None
-                or set(endpoints) > set(self.current_leader_endpoints())
-            )
+            and (self.leader_id is None or set(endpoints) > set(self.current_leader_endpoints()))
         )
 
     def random_election_timeout_ms(self) -> int:
@@ -250,19 +258,28 @@ class QuorumState(Generic[T]):
         deadline = self._election_deadline(now_ms)
         if stored.epoch < log_last_epoch:
             # The log has seen a later epoch than the store: trust the log, forget the vote.
-            logger.info("stored epoch %d is below the log's epoch %d", stored.epoch,
-                        log_last_epoch)
+            logger.info("stored epoch %d is below the log's epoch %d", stored.epoch, log_last_epoch)
             self.state = UnattachedState(log_last_epoch, None, None, None, deadline)
         elif local is not None and stored.leader_id == local.id:
             # Never resume as leader: come back Resigned, unable to vote again in this epoch.
             # It still owes the other voters an EndQuorumEpoch (Kafka's ResignedState).
             self.state = ResignedState(
-                stored.epoch, None, local.id, self.voters, deadline,
-                preferred_successors=[], unacknowledged=set(self.voters) - {local.id},
+                stored.epoch,
+                None,
+                local.id,
+                self.voters,
+                deadline,
+                preferred_successors=[],
+                unacknowledged=set(self.voters) - {local.id},
             )
         elif local is not None and voted is not None and voted.matches(local) and self.is_voter:
             self.state = CandidateState(
-                stored.epoch, None, local.id, self.local_directory_id, self.voters, deadline,
+                stored.epoch,
+                None,
+                local.id,
+                self.local_directory_id,
+                self.voters,
+                deadline,
                 retries=1,
             )
             self.candidate_retries = 1
@@ -270,7 +287,11 @@ class QuorumState(Generic[T]):
             endpoints = self.leader_endpoints(stored.leader_id)
             if endpoints:
                 self.state = FollowerState(
-                    stored.epoch, None, stored.leader_id, endpoints, voted,
+                    stored.epoch,
+                    None,
+                    stored.leader_id,
+                    endpoints,
+                    voted,
                     now_ms + self.config.fetch_timeout_ms,
                 )
             else:
@@ -297,8 +318,12 @@ class QuorumState(Generic[T]):
         # Kafka: a replica already waiting on an election timer (Unattached, Candidate,
         # Resigned, a Prospective that has not lost) keeps what remains of it when a higher
         # epoch arrives, so a stream of new epochs cannot postpone its election forever.
-        if epoch > self.epoch and self.is_voter and isinstance(
-            state, UnattachedState | CandidateState | ResignedState | ProspectiveState
+        if (
+            epoch > self.epoch
+            and self.is_voter
+            and isinstance(
+                state, UnattachedState | CandidateState | ResignedState | ProspectiveState
+            )
         ):
             deadline = state.election_deadline_ms
         else:
@@ -310,8 +335,15 @@ class QuorumState(Generic[T]):
         state = self.state
         self._check_transition("Voted", self.epoch)
         if isinstance(state, UnattachedState):
-            self._durable(UnattachedState(state.epoch, state.high_watermark, None, candidate,
-                                          self._election_deadline(now_ms)))
+            self._durable(
+                UnattachedState(
+                    state.epoch,
+                    state.high_watermark,
+                    None,
+                    candidate,
+                    self._election_deadline(now_ms),
+                )
+            )
         else:
             assert isinstance(state, ProspectiveState)
             # Kafka's prospectiveAddVotedState: still Prospective, the vote made durable,
@@ -331,10 +363,17 @@ class QuorumState(Generic[T]):
             leader_id, voted = state.leader_id, state.voted_key
         elif isinstance(state, CandidateState):
             voted = self.local_key
-        self._switch(ProspectiveState(
-            self.epoch, state.high_watermark, self.local_id, leader_id, voted, self.voters,
-            self._election_deadline(now_ms),
-        ))
+        self._switch(
+            ProspectiveState(
+                self.epoch,
+                state.high_watermark,
+                self.local_id,
+                leader_id,
+                voted,
+                self.voters,
+                self._election_deadline(now_ms),
+            )
+        )
         logger.info("epoch %d: Prospective (pre-vote)", self.epoch)
 
     def transition_to_candidate(self, now_ms: int) -> None:
@@ -343,10 +382,17 @@ class QuorumState(Generic[T]):
         self._check_transition("Candidate", self.epoch + 1)
         assert self.local_id is not None
         self.candidate_retries += 1
-        self._durable(CandidateState(
-            self.epoch + 1, state.high_watermark, self.local_id, self.local_directory_id,
-            self.voters, self._election_deadline(now_ms), retries=self.candidate_retries,
-        ))
+        self._durable(
+            CandidateState(
+                self.epoch + 1,
+                state.high_watermark,
+                self.local_id,
+                self.local_directory_id,
+                self.voters,
+                self._election_deadline(now_ms),
+                retries=self.candidate_retries,
+            )
+        )
 
     def transition_to_leader(
         self, epoch_start_offset: int, accumulator: BatchAccumulator[T], now_ms: int
@@ -358,8 +404,11 @@ class QuorumState(Generic[T]):
         assert local is not None
         fetch_timeout = self.config.fetch_timeout_ms
         leader: LeaderState[T] = LeaderState(
-            epoch=self.epoch, local=local, epoch_start_offset=epoch_start_offset,
-            voters=self.voters, accumulator=accumulator,
+            epoch=self.epoch,
+            local=local,
+            epoch_start_offset=epoch_start_offset,
+            voters=self.voters,
+            accumulator=accumulator,
             check_quorum_timeout_ms=fetch_timeout * 3 // 2,
             begin_quorum_epoch_interval_ms=fetch_timeout // 2,
             check_quorum_deadline_ms=now_ms + fetch_timeout * 3 // 2,
@@ -380,10 +429,16 @@ class QuorumState(Generic[T]):
                 voted = state.voted_key
             elif isinstance(state, CandidateState):
                 voted = self.local_key
-        self._durable(FollowerState(
-            epoch, state.high_watermark, leader_id, endpoints, voted,
-            now_ms + self.config.fetch_timeout_ms,
-        ))
+        self._durable(
+            FollowerState(
+                epoch,
+                state.high_watermark,
+                leader_id,
+                endpoints,
+                voted,
+                now_ms + self.config.fetch_timeout_ms,
+            )
+        )
         self.candidate_retries = 0
 
     def transition_to_resigned(self, preferred_successors: list[int], now_ms: int) -> None:
@@ -391,13 +446,18 @@ class QuorumState(Generic[T]):
         state = self.state
         self._check_transition("Resigned", self.epoch)
         assert isinstance(state, LeaderState) and self.local_id is not None
-        self._switch(ResignedState(
-            state.epoch, state.high_watermark, self.local_id, self.voters,
-            self._election_deadline(now_ms), preferred_successors=list(preferred_successors),
-            unacknowledged=set(state.other_voters()),
-        ))
-        logger.info("epoch %d: Resigned; preferred successors %s", self.epoch,
-                    preferred_successors)
+        self._switch(
+            ResignedState(
+                state.epoch,
+                state.high_watermark,
+                self.local_id,
+                self.voters,
+                self._election_deadline(now_ms),
+                preferred_successors=list(preferred_successors),
+                unacknowledged=set(state.other_voters()),
+            )
+        )
+        logger.info("epoch %d: Resigned; preferred successors %s", self.epoch, preferred_successors)
 
     def close(self) -> None:
         """The replica stops: a leader's unwritten appends are dropped."""
@@ -420,8 +480,7 @@ class QuorumState(Generic[T]):
         change = TRANSITIONS[state.name].get(target)
         if change is None or not change.allows(self.epoch, epoch):
             raise IllegalStateError(
-                f"cannot become {target} in epoch {epoch} from {state.name} in epoch "
-                f"{self.epoch}"
+                f"cannot become {target} in epoch {epoch} from {state.name} in epoch {self.epoch}"
             )
         guard = self._guards.get(target)
         problem = None if guard is None else guard(epoch, leader_id, endpoints)
@@ -486,10 +545,11 @@ class QuorumState(Generic[T]):
         state = self.state
         leader_id = self.leader_id if not isinstance(state, ProspectiveState) else state.leader_id
         voted = self.voted_key
-        self.store.write_election_state(ElectionState(
-            epoch=state.epoch,
-            leader_id=leader_id,
-            voted_id=None if voted is None else voted.id,
-            voted_directory_id=None if voted is None else _directory_str(voted.directory_id),
-        ))
-
+        self.store.write_election_state(
+            ElectionState(
+                epoch=state.epoch,
+                leader_id=leader_id,
+                voted_id=None if voted is None else voted.id,
+                voted_directory_id=None if voted is None else _directory_str(voted.directory_id),
+            )
+        )

@@ -131,8 +131,12 @@ class QuorumEpochRpcs(Generic[T]):
         state = quorum.state
         if isinstance(state, FollowerState) and state.leader_id == body.leader_id:
             backoff = self._end_epoch_election_backoff(body.preferred_candidates)
-            logger.debug("leader %d resigned epoch %d: election in %d ms", body.leader_id,
-                         body.leader_epoch, backoff)
+            logger.debug(
+                "leader %d resigned epoch %d: election in %d ms",
+                body.leader_id,
+                body.leader_epoch,
+                backoff,
+            )
             state.fetch_deadline_ms = now + backoff
         return epoch_response(quorum, EndQuorumEpochResponse, Errors.NONE)
 
@@ -158,14 +162,20 @@ class QuorumEpochRpcs(Generic[T]):
 
     # -- receiving responses (past the client's response prologue) --------------------------------
     def handle_begin_quorum_epoch_response(
-        self, response: InboundResponse, body: BeginQuorumEpochResponse, leader: int | None,
+        self,
+        response: InboundResponse,
+        body: BeginQuorumEpochResponse,
+        leader: int | None,
         now: int,
     ) -> bool:
         """A heartbeat answered NONE: acknowledged, nothing to do (kraft does not record it)."""
         return True
 
     def handle_end_quorum_epoch_response(
-        self, response: InboundResponse, body: EndQuorumEpochResponse, leader: int | None,
+        self,
+        response: InboundResponse,
+        body: EndQuorumEpochResponse,
+        leader: int | None,
         now: int,
     ) -> bool:
         """A Resigned replica stops resending EndQuorumEpoch to a voter that acknowledged."""

@@ -187,16 +187,23 @@ class ReplicaFetcher(Generic[T]):
         floor = max(self._log.high_watermark, state.high_watermark or 0)
         if end.offset < floor:
             # Kafka: fatal. Committed data is never truncated; kraft refuses and logs it.
-            logger.error("the leader asks to truncate to %d, below the high watermark %d: "
-                         "refused", end.offset, floor)
+            logger.error(
+                "the leader asks to truncate to %d, below the high watermark %d: refused",
+                end.offset,
+                floor,
+            )
             return False
         try:
             offset = self._log.truncate_to_end_offset(end)
         except ValueError as exc:
             logger.error("truncation to %s refused: %s", end, exc)
             return False
-        logger.info("truncated the log to offset %d (diverging epoch %d ends at %d)", offset,
-                    end.epoch, end.offset)
+        logger.info(
+            "truncated the log to offset %d (diverging epoch %d ends at %d)",
+            offset,
+            end.epoch,
+            end.offset,
+        )
         return True
 
     def _append_records(self, state: FollowerState, body: FetchResponse) -> bool:
@@ -253,8 +260,12 @@ class ReplicaFetcher(Generic[T]):
             # We hold it already (a crash between freezing and truncating): use it.
             self._install_snapshot(state)
             return True
-        logger.info("epoch %d: downloading snapshot %s from leader %d", state.epoch,
-                    snapshot_id, state.leader_id)
+        logger.info(
+            "epoch %d: downloading snapshot %s from leader %d",
+            state.epoch,
+            snapshot_id,
+            state.leader_id,
+        )
         self._download = writer
         self._download_leader = state.leader_id
         return True
@@ -263,8 +274,12 @@ class ReplicaFetcher(Generic[T]):
         download = self._download
         if download is not None:
             self._download = None
-            logger.info("abandoning the download of snapshot %s (%d bytes): %s",
-                        download.snapshot_id, download.size_in_bytes, why)
+            logger.info(
+                "abandoning the download of snapshot %s (%d bytes): %s",
+                download.snapshot_id,
+                download.size_in_bytes,
+                why,
+            )
             download.close()
 
     def handle_fetch_snapshot_response(
@@ -289,8 +304,9 @@ class ReplicaFetcher(Generic[T]):
             return False
         wanted = None if download is None else SnapshotId.of(download.snapshot_id)
         if download is None or body.snapshot_id != wanted:
-            logger.error("ignoring a chunk of snapshot %s: downloading %s", body.snapshot_id,
-                         wanted)
+            logger.error(
+                "ignoring a chunk of snapshot %s: downloading %s", body.snapshot_id, wanted
+            )
             return False
         return self._append_chunk(state, download, body, now)
 
@@ -303,9 +319,14 @@ class ReplicaFetcher(Generic[T]):
     ) -> bool:
         position, size, data = body.position, body.size, body.unaligned_records
         if position != download.size_in_bytes or not data or position + len(data) > size:
-            logger.error("bad chunk of snapshot %s: %d bytes at %d of %d, expected position %d",
-                         download.snapshot_id, len(data), position, size,
-                         download.size_in_bytes)
+            logger.error(
+                "bad chunk of snapshot %s: %d bytes at %d of %d, expected position %d",
+                download.snapshot_id,
+                len(data),
+                position,
+                size,
+                download.size_in_bytes,
+            )
             self.abandon_download("a bad chunk")
             return False
         download.append(data)
@@ -327,8 +348,12 @@ class ReplicaFetcher(Generic[T]):
             logger.error("downloaded snapshot %s is corrupt, deleted: %s", snapshot_id, exc)
             self._log.delete_snapshot(snapshot_id)
             return
-        logger.info("epoch %d: snapshot %s downloaded (%d bytes)", state.epoch, snapshot_id,
-                    frozen.size_in_bytes)
+        logger.info(
+            "epoch %d: snapshot %s downloaded (%d bytes)",
+            state.epoch,
+            snapshot_id,
+            frozen.size_in_bytes,
+        )
         self._install_snapshot(state)
 
     def _install_snapshot(self, state: FollowerState) -> None:

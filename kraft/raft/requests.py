@@ -124,11 +124,17 @@ class RequestManager:
     def remaining_any_request_time_ms(self, now_ms: int) -> int:
         """Time until the earliest request in flight times out (0: none in flight)."""
         timeout = self._request_timeout_ms
-        return max(0, min(
-            (c.sent_ms + timeout - now_ms for c in self._connections.values()
-             if c.correlation_id is not None and now_ms < c.sent_ms + timeout),
-            default=0,
-        ))
+        return max(
+            0,
+            min(
+                (
+                    c.sent_ms + timeout - now_ms
+                    for c in self._connections.values()
+                    if c.correlation_id is not None and now_ms < c.sent_ms + timeout
+                ),
+                default=0,
+            ),
+        )
 
     def has_any_inflight_request(self, now_ms: int) -> bool:
         """Whether any destination has a request in flight (not timed out)."""

@@ -94,9 +94,7 @@ class ResponsePrologue:
         self._maybe_transition = maybe_transition
         self._follow = follow
 
-    def step(
-        self, kind: ResponseKind, response: InboundResponse, body: Response, now: int
-    ) -> bool:
+    def step(self, kind: ResponseKind, response: InboundResponse, body: Response, now: int) -> bool:
         if body.error_code != _NONE:
             if kind.top_level_error is not None:
                 handled = kind.top_level_error(response, body.error_code, now)
@@ -114,8 +112,12 @@ class ResponsePrologue:
         if handled is not None:
             return handled
         if error != _NONE and error not in kind.own_errors:
-            logger.error("unexpected error %s in %s from %d", error_name(error),
-                         type(body).__name__, response.source)
+            logger.error(
+                "unexpected error %s in %s from %d",
+                error_name(error),
+                type(body).__name__,
+                response.source,
+            )
             return False
         return kind.handle(response, body, leader, now)
 
@@ -125,8 +127,12 @@ class ResponsePrologue:
             return False
         # kraft: Kafka throws on CLUSTER_AUTHORIZATION_FAILED; kraft has no authorization, so
         # it is one more error to log and back off from.
-        logger.error("error %s in %s from %d", error_name(error), type(response.body).__name__,
-                     response.source)
+        logger.error(
+            "error %s in %s from %d",
+            error_name(error),
+            type(response.body).__name__,
+            response.source,
+        )
         return False
 
     def _maybe_handle_common_response(
@@ -137,7 +143,8 @@ class ResponsePrologue:
         if epoch < quorum.epoch or error == Errors.UNKNOWN_LEADER_EPOCH:
             return True  # we are past it: no longer relevant
         if epoch > quorum.epoch or error in (
-            Errors.FENCED_LEADER_EPOCH, Errors.NOT_LEADER_OR_FOLLOWER
+            Errors.FENCED_LEADER_EPOCH,
+            Errors.NOT_LEADER_OR_FOLLOWER,
         ):
             before = quorum.state
             if not self._maybe_transition(leader_id, epoch, endpoints, now):
@@ -147,8 +154,12 @@ class ResponsePrologue:
             return quorum.state is not before
         # From here on the response is of our epoch.
         if leader_id is not None and not quorum.has_consistent_leader(epoch, leader_id):
-            logger.error("response names leader %d for epoch %d; this replica knows %s",
-                         leader_id, epoch, quorum.leader_id)
+            logger.error(
+                "response names leader %d for epoch %d; this replica knows %s",
+                leader_id,
+                epoch,
+                quorum.leader_id,
+            )
             return False
         if quorum.learns_leader(leader_id, endpoints):
             assert leader_id is not None

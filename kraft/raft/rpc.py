@@ -72,8 +72,7 @@ def leader_or_none(leader_id: int) -> int | None:
 def valid_topic_partition(body: Request | Response) -> bool:
     """Whether a message names KRaft's metadata topic-partition."""
     return (
-        body.topic_name == METADATA_TOPIC_NAME
-        and body.partition_index == METADATA_PARTITION_INDEX
+        body.topic_name == METADATA_TOPIC_NAME and body.partition_index == METADATA_PARTITION_INDEX
     )
 
 
@@ -89,8 +88,7 @@ def leader_node_endpoints(quorum: QuorumState[Any]) -> tuple[NodeEndpoint, ...]:
     if leader is None:
         return ()
     return tuple(
-        NodeEndpoint(leader, host, port)
-        for _name, host, port in quorum.current_leader_endpoints()
+        NodeEndpoint(leader, host, port) for _name, host, port in quorum.current_leader_endpoints()
     )
 
 
@@ -171,11 +169,17 @@ def refusal(request: InboundRequest, cluster_id: str | None) -> Response | None:
     id (INCONSISTENT_CLUSTER_ID), or an epoch or id outside int32 (INVALID_REQUEST)."""
     body = request.body
     if not valid_cluster_id(cluster_id, request.cluster_id):
-        logger.warning("refusing %s from %d: cluster id %r is not ours (%r)",
-                       type(body).__name__, request.source, request.cluster_id, cluster_id)
+        logger.warning(
+            "refusing %s from %d: cluster id %r is not ours (%r)",
+            type(body).__name__,
+            request.source,
+            request.cluster_id,
+            cluster_id,
+        )
         return RESPONSE_TYPE_FOR[type(body)](error_code=Errors.INCONSISTENT_CLUSTER_ID)
     if not int32_fields_in_range(body):
-        logger.warning("refusing %s from %d: an epoch or id outside int32",
-                       type(body).__name__, request.source)
+        logger.warning(
+            "refusing %s from %d: an epoch or id outside int32", type(body).__name__, request.source
+        )
         return RESPONSE_TYPE_FOR[type(body)](error_code=Errors.INVALID_REQUEST)
     return None

@@ -113,6 +113,11 @@ class VoteRpcs(Generic[T]):
                 granted = False  # kraft: an anonymous replica cannot persist a vote
             elif isinstance(state, UnattachedState | ProspectiveState) and state.voted_key is None:
                 self._to_voted(candidate, now)
-        logger.debug("%s from %d in epoch %d: %s", "pre-vote" if body.pre_vote else "vote",
-                     body.replica_id, body.replica_epoch, "granted" if granted else "rejected")
+        logger.debug(
+            "%s from %d in epoch %d: %s",
+            "pre-vote" if body.pre_vote else "vote",
+            body.replica_id,
+            body.replica_epoch,
+            "granted" if granted else "rejected",
+        )
         return self._vote_response(Errors.NONE, granted)

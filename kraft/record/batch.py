@@ -224,13 +224,22 @@ def _encode_values(
     body = b"".join(parts)
     count = len(values)
     tail = _AFTER_CRC.pack(
-        ATTRIBUTES_CONTROL if control else 0, count - 1, timestamp_ms, timestamp_ms, -1, -1, -1,
+        ATTRIBUTES_CONTROL if control else 0,
+        count - 1,
+        timestamp_ms,
+        timestamp_ms,
+        -1,
+        -1,
+        -1,
         count,
     )
     crc = _crc32c.crc32c(body, _crc32c.crc32c(tail))
     head = _HEAD.pack(
-        base_offset, RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(body), partition_leader_epoch,
-        MAGIC_V2, crc,
+        base_offset,
+        RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(body),
+        partition_leader_epoch,
+        MAGIC_V2,
+        crc,
     )
     return b"".join((head, tail, body))
 
@@ -462,12 +471,20 @@ class RecordBatch:
                 if values_only:
                     append(value)
                 else:
-                    append(Record(base_offset + offset_delta, base_timestamp + ts_delta, key,
-                                  value, headers))
+                    append(
+                        Record(
+                            base_offset + offset_delta,
+                            base_timestamp + ts_delta,
+                            key,
+                            value,
+                            headers,
+                        )
+                    )
         except IndexError as exc:
             raise CorruptRecordError(
                 "corrupt record in batch: a record runs past the end of the batch",
-                offset=base_offset, position=self.position + end,
+                offset=base_offset,
+                position=self.position + end,
             ) from exc
         except CorruptRecordError as exc:
             raise CorruptRecordError(
@@ -481,7 +498,8 @@ class RecordBatch:
             ) from exc
         if pos != end:
             raise CorruptRecordError(
-                f"{end - pos} bytes after the last record", offset=base_offset,
+                f"{end - pos} bytes after the last record",
+                offset=base_offset,
                 position=self.position + pos,
             )
         return out  # type: ignore[return-value]
@@ -501,8 +519,9 @@ def read_batch(
         )
     base_offset, length = _BASE_OFFSET_AND_LENGTH.unpack_from(view, position)
     if length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
-        raise CorruptRecordError(f"batch length {length} is below the minimum", offset=base_offset,
-                                 position=where)
+        raise CorruptRecordError(
+            f"batch length {length} is below the minimum", offset=base_offset, position=where
+        )
     size = length + LOG_OVERHEAD
     if size > remaining:
         raise CorruptRecordError(

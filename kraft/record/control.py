@@ -83,7 +83,6 @@ __all__ = [
 ]
 
 
-
 class ControlRecordType(enum.IntEnum):
     """The ``type`` in a control record's key (Kafka's ``ControlRecordType``)."""
 
@@ -470,9 +469,7 @@ def control_batch(
 ) -> bytes:
     """One control batch at ``base_offset`` holding one control record per message."""
     records = [
-        SimpleRecord(
-            key=encode_control_key(control_record_type(m)), value=encode_control_value(m)
-        )
+        SimpleRecord(key=encode_control_key(control_record_type(m)), value=encode_control_value(m))
         for m in messages
     ]
     return encode_batch(base_offset, epoch, records, timestamp_ms=timestamp_ms, control=True)

@@ -74,9 +74,7 @@ class MsgspecSerde(Generic[T]):
 
     __slots__ = ("_decode", "_encode", "format", "type")
 
-    def __init__(
-        self, type: type[T], *, format: Literal["msgpack", "json"] = "msgpack"
-    ) -> None:
+    def __init__(self, type: type[T], *, format: Literal["msgpack", "json"] = "msgpack") -> None:
         self.type = type
         self.format = format
         decode: Callable[[bytes | memoryview], T]

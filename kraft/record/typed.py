@@ -39,9 +39,11 @@ class Batch(Generic[T]):
     control_records: list[ControlRecord] = field(default_factory=list)
 
     def __repr__(self) -> str:
-        kind = f"control={[c.type.name for c in self.control_records]}" if (
-            self.control_records
-        ) else f"records={len(self.records)}"
+        kind = (
+            f"control={[c.type.name for c in self.control_records]}"
+            if (self.control_records)
+            else f"records={len(self.records)}"
+        )
         return (
             f"Batch(base_offset={self.base_offset}, last_offset={self.last_offset}, "
             f"epoch={self.epoch}, {kind})"
@@ -54,12 +56,21 @@ def decode_batch(view: RecordBatch, serde: RecordSerde[T]) -> Batch[T]:
     if view.is_control:
         controls = [ControlRecord(kind, message) for kind, message in control_records(view)]
         return Batch(
-            view.base_offset, view.last_offset, view.epoch, view.max_timestamp,
-            view.size_in_bytes, [], controls,
+            view.base_offset,
+            view.last_offset,
+            view.epoch,
+            view.max_timestamp,
+            view.size_in_bytes,
+            [],
+            controls,
         )
     decode = serde.decode
     records = [decode(b"" if value is None else value) for value in view.values()]
     return Batch(
-        view.base_offset, view.last_offset, view.epoch, view.max_timestamp,
-        view.size_in_bytes, records,
+        view.base_offset,
+        view.last_offset,
+        view.epoch,
+        view.max_timestamp,
+        view.size_in_bytes,
+        records,
     )

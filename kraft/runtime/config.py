@@ -50,16 +50,28 @@ from kraft.runtime.tls import TlsConfig
 
 __all__ = ["NodeConfig", "load_node_config"]
 
-_TOP_KEYS = frozenset({
-    "node_id", "data_dir", "voters", "bootstrap_servers", "listen", "cluster_id",
-    "max_frame_size", "segment_bytes", "quorum", "tls", "metrics",
-})
+_TOP_KEYS = frozenset(
+    {
+        "node_id",
+        "data_dir",
+        "voters",
+        "bootstrap_servers",
+        "listen",
+        "cluster_id",
+        "max_frame_size",
+        "segment_bytes",
+        "quorum",
+        "tls",
+        "metrics",
+    }
+)
 _TLS_KEYS = frozenset({"certfile", "keyfile", "cafile", "verify", "check_hostname"})
 _METRICS_KEYS = frozenset({"prometheus"})
 #: QuorumConfig fields a [quorum] table may set (voters and bootstrap servers are top level),
 #: with the TOML type each takes (the annotations are strings: ``from __future__``).
 _QUORUM_TYPES: dict[str, type] = {
-    f.name: bool if f.type == "bool" else int for f in dataclasses.fields(QuorumConfig)
+    f.name: bool if f.type == "bool" else int
+    for f in dataclasses.fields(QuorumConfig)
     if f.name not in ("voters", "bootstrap_servers")
 }
 _QUORUM_KEYS = frozenset(_QUORUM_TYPES)
@@ -96,9 +108,7 @@ class NodeConfig:
         if self.segment_bytes is not None and self.segment_bytes < 1024:
             raise ConfigError(f"segment_bytes must be at least 1024, not {self.segment_bytes}")
         if self.listen is None and self.node_id not in self.quorum.voters:
-            raise ConfigError(
-                f"node {self.node_id} is not a voter: give it a `listen` address"
-            )
+            raise ConfigError(f"node {self.node_id} is not a voter: give it a `listen` address")
 
     @property
     def listen_address(self) -> Endpoint:
@@ -138,9 +148,9 @@ def _quorum_config(data: Mapping[str, Any]) -> QuorumConfig:
     if "voters" in data:
         quorum_fields["voters"] = parse_voters(_expect(data["voters"], str, "voters"))
     if "bootstrap_servers" in data:
-        quorum_fields["bootstrap_servers"] = tuple(parse_bootstrap_servers(
-            _expect(data["bootstrap_servers"], str, "bootstrap_servers")
-        ))
+        quorum_fields["bootstrap_servers"] = tuple(
+            parse_bootstrap_servers(_expect(data["bootstrap_servers"], str, "bootstrap_servers"))
+        )
     quorum_table = _table(data, "quorum") or {}
     _unknown(quorum_table, _QUORUM_KEYS, "[quorum]")
     for key, value in quorum_table.items():
@@ -159,8 +169,7 @@ def _tls_config(tls_table: Mapping[str, Any], base_dir: Path) -> TlsConfig:
         keyfile=base_dir / _expect(tls_table["keyfile"], str, "tls.keyfile"),
         cafile=None if cafile is None else base_dir / _expect(cafile, str, "tls.cafile"),
         verify=_expect(tls_table.get("verify", True), bool, "tls.verify"),
-        check_hostname=_expect(tls_table.get("check_hostname", True), bool,
-                               "tls.check_hostname"),
+        check_hostname=_expect(tls_table.get("check_hostname", True), bool, "tls.check_hostname"),
     )
 
 
@@ -199,8 +208,16 @@ def node_config_from_mapping(data: Mapping[str, Any], base_dir: Path) -> NodeCon
         extra["max_frame_size"] = _expect(data["max_frame_size"], int, "max_frame_size")
     if "segment_bytes" in data:
         extra["segment_bytes"] = _expect(data["segment_bytes"], int, "segment_bytes")
-    return NodeConfig(node_id=node_id, data_dir=data_dir, quorum=quorum, listen=listen,
-                      cluster_id=cluster_id, tls=tls, prometheus=prometheus, **extra)
+    return NodeConfig(
+        node_id=node_id,
+        data_dir=data_dir,
+        quorum=quorum,
+        listen=listen,
+        cluster_id=cluster_id,
+        tls=tls,
+        prometheus=prometheus,
+        **extra,
+    )
 
 
 def load_node_config(path: Path | str) -> NodeConfig:

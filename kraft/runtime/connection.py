@@ -66,8 +66,19 @@ class Connection:
     connection's tasks; the task that owns the stream closes it.
     """
 
-    __slots__ = ("_buffered", "_fd", "_frames", "_token", "_write_limit", "_writer_lot",
-                 "_writing", "closed", "label", "lock", "scope")
+    __slots__ = (
+        "_buffered",
+        "_fd",
+        "_frames",
+        "_token",
+        "_write_limit",
+        "_writer_lot",
+        "_writing",
+        "closed",
+        "label",
+        "lock",
+        "scope",
+    )
 
     def __init__(self, label: str, write_limit: int) -> None:
         self.label = label

@@ -111,13 +111,15 @@ class RaftClientDriver:
                     if elapsed > 0:
                         idle = queue.idle_ns - idle_before
                         recorder.record_poll_idle_ratio(
-                            min(1.0, idle / elapsed), client.clock.now_ms(),
+                            min(1.0, idle / elapsed),
+                            client.clock.now_ms(),
                             duration_ms=elapsed / 1e6,
                         )
         except BaseException as exc:
             self.failure = exc
-            logger.critical("%s: fatal fault, the Raft client stopped: %r", self._thread.name,
-                            exc, exc_info=exc)
+            logger.critical(
+                "%s: fatal fault, the Raft client stopped: %r", self._thread.name, exc, exc_info=exc
+            )
             handler = self._fatal_fault_handler
             if handler is not None:
                 try:
@@ -147,8 +149,11 @@ class RaftClientDriver:
             wait = (self._shutdown_timeout_ms / 1000 + 5) if timeout_s is None else timeout_s
             self._thread.join(wait)
             if self._thread.is_alive():
-                logger.error("%s did not stop within %.1f s; the client is left open",
-                             self._thread.name, wait)
+                logger.error(
+                    "%s did not stop within %.1f s; the client is left open",
+                    self._thread.name,
+                    wait,
+                )
                 return
         with self._lock:
             if self._closed:

@@ -120,9 +120,15 @@ class RaftNode(Generic[T]):
     def from_config(cls, config: NodeConfig, serde: RecordSerde[T]) -> RaftNode[T]:
         """A node built from a :class:`~kraft.runtime.config.NodeConfig` (a TOML file)."""
         return cls(
-            node_id=config.node_id, data_dir=config.data_dir, config=config.quorum,
-            serde=serde, cluster_id=config.cluster_id, listen=config.listen, tls=config.tls,
-            prometheus=config.prometheus, max_frame_size=config.max_frame_size,
+            node_id=config.node_id,
+            data_dir=config.data_dir,
+            config=config.quorum,
+            serde=serde,
+            cluster_id=config.cluster_id,
+            listen=config.listen,
+            tls=config.tls,
+            prometheus=config.prometheus,
+            max_frame_size=config.max_frame_size,
             segment_bytes=config.segment_bytes,
         )
 
@@ -143,11 +149,15 @@ class RaftNode(Generic[T]):
             self._open()
         except BaseException:
             with self._lock:
-                self._closed = True   # a later close() has nothing left to do
+                self._closed = True  # a later close() has nothing left to do
             self._teardown()
             raise
-        logger.info("node %d of cluster %s is up, listening on %s", self.node_id,
-                    self._cluster_id, self.listen_address)
+        logger.info(
+            "node %d of cluster %s is up, listening on %s",
+            self.node_id,
+            self._cluster_id,
+            self.listen_address,
+        )
 
     def _open(self) -> None:
         meta = read_meta_properties(self.data_dir)
@@ -163,7 +173,8 @@ class RaftNode(Generic[T]):
         clock = SystemClock()
         try:
             self._log = FileLog.open(
-                self.data_dir / CLUSTER_METADATA_DIR, segment_bytes=self._segment_bytes,
+                self.data_dir / CLUSTER_METADATA_DIR,
+                segment_bytes=self._segment_bytes,
                 retention=self._retention,
             )
         except LogDirectoryError as exc:
@@ -175,37 +186,51 @@ class RaftNode(Generic[T]):
             raise
         queue = BlockingMessageQueue()
         peers: dict[int, Endpoint] = {
-            voter: address for voter, address in self.config.voters.items()
-            if voter != self.node_id
+            voter: address for voter, address in self.config.voters.items() if voter != self.node_id
         }
         for index, address in enumerate(self.config.bootstrap_servers):
             peers[bootstrap_server_id(index)] = address
         channel = TrioNetworkChannel(
-            node_id=self.node_id, cluster_id=self._cluster_id, listen=self._listen,
-            peers=peers, queue=queue, clock=clock,
+            node_id=self.node_id,
+            cluster_id=self._cluster_id,
+            listen=self._listen,
+            peers=peers,
+            queue=queue,
+            clock=clock,
             request_timeout_ms=self.config.request_timeout_ms,
-            max_frame_size=self._max_frame_size, tls=self._tls,
+            max_frame_size=self._max_frame_size,
+            tls=self._tls,
             directory_id=directory_id or ZERO_UUID,
         )
         self._channel = channel
         client: KafkaRaftClient[T] = KafkaRaftClient(
-            local_id=self.node_id, config=self.config, log=self._log,
-            store=FileQuorumStateStore.in_directory(self.data_dir), channel=channel,
-            queue=queue, clock=clock, rand=random.Random(), serde=self._serde,
-            local_directory_id=directory_id, cluster_id=self._cluster_id,
-            append_lock=threading.Lock(), metrics=self.metrics,
+            local_id=self.node_id,
+            config=self.config,
+            log=self._log,
+            store=FileQuorumStateStore.in_directory(self.data_dir),
+            channel=channel,
+            queue=queue,
+            clock=clock,
+            rand=random.Random(),
+            serde=self._serde,
+            local_directory_id=directory_id,
+            cluster_id=self._cluster_id,
+            append_lock=threading.Lock(),
+            metrics=self.metrics,
         )
         with self._lock:
             self._client = client
             early, self._early_listeners = self._early_listeners, []
         for listener in early:
-            client.register(listener)   # taken in by the driver's first poll
+            client.register(listener)  # taken in by the driver's first poll
         client.initialize()
         self.metrics.bind(client)
         channel.start()
         self._bound = channel.listen_address
         self._driver = RaftClientDriver(
-            client, fatal_fault_handler=self._on_fatal_fault, poll_idle=self.metrics,
+            client,
+            fatal_fault_handler=self._on_fatal_fault,
+            poll_idle=self.metrics,
             shutdown_timeout_ms=self._shutdown_timeout_ms,
         )
         self._driver.start()
@@ -214,8 +239,7 @@ class RaftNode(Generic[T]):
         self.failure = exc
         logger.critical("node %d stops after a fatal fault: %r", self.node_id, exc)
         # The driver thread cannot join itself: stop the rest from another thread.
-        threading.Thread(target=self.close, name=f"kraft-{self.node_id}-fault",
-                         daemon=True).start()
+        threading.Thread(target=self.close, name=f"kraft-{self.node_id}-fault", daemon=True).start()
         if self._user_fault_handler is not None:
             self._user_fault_handler(exc)
 

@@ -54,16 +54,31 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
 class NodeProcess:
     """One ``kraft node start --console`` process and the events it printed."""
 
-    def __init__(self, node_id: int, config_path: Path, log_path: Path,
-                 command: Sequence[str] | None = None,
-                 changed: threading.Condition | None = None) -> None:
+    def __init__(
+        self,
+        node_id: int,
+        config_path: Path,
+        log_path: Path,
+        command: Sequence[str] | None = None,
+        changed: threading.Condition | None = None,
+    ) -> None:
         self.node_id = node_id
         self.config_path = config_path
         self.log_path = log_path
-        self._command = list(command) if command is not None else [
-            sys.executable, "-m", "kraft.cli", "node", "start", "--config", str(config_path),
-            "--console",
-        ]
+        self._command = (
+            list(command)
+            if command is not None
+            else [
+                sys.executable,
+                "-m",
+                "kraft.cli",
+                "node",
+                "start",
+                "--config",
+                str(config_path),
+                "--console",
+            ]
+        )
         self._process: subprocess.Popen[str] | None = None
         self._events: list[Event] = []
         #: Notified on every event (shared by the nodes of a LocalQuorum).
@@ -84,11 +99,20 @@ class NodeProcess:
         self._eof = False
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self._process = subprocess.Popen(
-            self._command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=self._log_file, text=True, bufsize=1, env=env,
+            self._command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log_file,
+            text=True,
+            bufsize=1,
+            env=env,
         )
-        threading.Thread(target=self._read, args=(self._process,), daemon=True,
-                         name=f"node-{self.node_id}-stdout").start()
+        threading.Thread(
+            target=self._read,
+            args=(self._process,),
+            daemon=True,
+            name=f"node-{self.node_id}-stdout",
+        ).start()
 
     def _read(self, process: subprocess.Popen[str]) -> None:
         assert process.stdout is not None
@@ -120,8 +144,13 @@ class NodeProcess:
         with self._changed:
             return [e for e in self._events if kind is None or e.get("event") == kind]
 
-    def wait_for(self, predicate: Callable[[Event], bool], timeout_s: float,
-                 what: str = "an event", since: int = 0) -> Event:
+    def wait_for(
+        self,
+        predicate: Callable[[Event], bool],
+        timeout_s: float,
+        what: str = "an event",
+        since: int = 0,
+    ) -> Event:
         """The first event from index ``since`` on that satisfies ``predicate``."""
         deadline = time.monotonic() + timeout_s
         with self._changed:
@@ -130,12 +159,14 @@ class NodeProcess:
                     if predicate(event):
                         return event
                 if self._eof:
-                    raise RuntimeError(f"node {self.node_id} exited before {what}: "
-                                       f"{self._log_tail()}")
+                    raise RuntimeError(
+                        f"node {self.node_id} exited before {what}: {self._log_tail()}"
+                    )
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise TimeoutError(f"node {self.node_id}: no {what} within {timeout_s} s "
-                                       f"(see {self.log_path})")
+                    raise TimeoutError(
+                        f"node {self.node_id}: no {what} within {timeout_s} s (see {self.log_path})"
+                    )
                 self._changed.wait(remaining)
 
     def _log_tail(self, lines: int = 5) -> str:
@@ -164,8 +195,9 @@ class NodeProcess:
         """Send a command and wait for its answer (the first event of ``kinds`` after it)."""
         since = self.mark()
         self.send(line)
-        return self.wait_for(lambda e: e.get("event") in kinds, timeout_s,
-                             f"answer to {line!r}", since)
+        return self.wait_for(
+            lambda e: e.get("event") in kinds, timeout_s, f"answer to {line!r}", since
+        )
 
     def kill(self) -> None:
         """SIGKILL: no shutdown at all."""
@@ -187,8 +219,7 @@ class NodeProcess:
         try:
             code = self._process.wait(timeout_s)
         except subprocess.TimeoutExpired:
-            logger.error("node %d did not exit within %.1f s: killing it", self.node_id,
-                         timeout_s)
+            logger.error("node %d did not exit within %.1f s: killing it", self.node_id, timeout_s)
             self._process.kill()
             code = self._process.wait()
         for stream in (self._process.stdin, self._process.stdout):
@@ -224,15 +255,22 @@ class LocalQuorum:
             data_dir = self.root / f"node-{node_id}"
             if not (data_dir / "meta.properties").exists():
                 format_storage(data_dir, self.cluster_id, node_id)
-            lines = [f"node_id = {node_id}", f'data_dir = "{data_dir.name}"',
-                     f'voters = "{voter_string}"', f'cluster_id = "{self.cluster_id}"',
-                     "[quorum]"]
+            lines = [
+                f"node_id = {node_id}",
+                f'data_dir = "{data_dir.name}"',
+                f'voters = "{voter_string}"',
+                f'cluster_id = "{self.cluster_id}"',
+                "[quorum]",
+            ]
             lines += [f"{key} = {str(value).lower()}" for key, value in (quorum or {}).items()]
             config_path = self.root / f"node-{node_id}.toml"
             config_path.write_text("\n".join(lines) + "\n")
             self.nodes[node_id] = NodeProcess(
-                node_id, config_path, self.root / f"node-{node_id}.log",
-                None if command is None else command(node_id, config_path), self._changed,
+                node_id,
+                config_path,
+                self.root / f"node-{node_id}.log",
+                None if command is None else command(node_id, config_path),
+                self._changed,
             )
 
     @property
@@ -275,7 +313,8 @@ class LocalQuorum:
         while True:
             leader = self.leader(max(0.1, deadline - time.monotonic()))
             answer = self.nodes[leader].request(
-                "append " + " ".join(records), ("appended", "error"),
+                "append " + " ".join(records),
+                ("appended", "error"),
                 max(0.1, deadline - time.monotonic()),
             )
             if answer["event"] == "appended":
@@ -290,7 +329,8 @@ class LocalQuorum:
     def wait_committed(self, node_id: int, offset: int, timeout_s: float = 30.0) -> Event:
         """Wait until ``node_id`` reports the batch ending at ``offset`` (or a later one)."""
         return self.nodes[node_id].wait_for(
-            lambda e: e.get("event") == "commit" and e["offset"] >= offset, timeout_s,
+            lambda e: e.get("event") == "commit" and e["offset"] >= offset,
+            timeout_s,
             f"commit of offset {offset}",
         )
 
@@ -308,6 +348,10 @@ class LocalQuorum:
     def __enter__(self) -> LocalQuorum:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.close()

@@ -130,7 +130,6 @@ class _UpdatePeer:
 _OutboxItem = OutboundRequest | OutboundResponse | _UpdatePeer
 
 
-
 class TrioNetworkChannel:
     """The runtime's :class:`~kraft.raft.channel.NetworkChannel`: TCP (optionally TLS) with trio.
 
@@ -229,9 +228,14 @@ class TrioNetworkChannel:
             port = self._listen_socket.getsockname()[1]
             self._listen_address = Endpoint(self._listen.host, port)
             self._server = InboundServer(
-                address=self._listen_address, queue=self._queue, clock=self._clock,
-                ids=self._ids, unanswered=self._inbound, max_frame_size=self._max_frame_size,
-                write_limit=self._write_limit, handshake_timeout_s=self._request_timeout_s,
+                address=self._listen_address,
+                queue=self._queue,
+                clock=self._clock,
+                ids=self._ids,
+                unanswered=self._inbound,
+                max_frame_size=self._max_frame_size,
+                write_limit=self._write_limit,
+                handshake_timeout_s=self._request_timeout_s,
                 tls_context=server_context,
             )
         ready = threading.Event()
@@ -248,8 +252,11 @@ class TrioNetworkChannel:
         if self._token is None:  # trio could not even start; _run logged why
             self._thread.join()
             raise TransportError(f"the network thread {self._thread_name} failed to start")
-        logger.info("network channel %s started%s", self._thread_name,
-                    f", listening on {self._listen_address}" if self._listen_address else "")
+        logger.info(
+            "network channel %s started%s",
+            self._thread_name,
+            f", listening on {self._listen_address}" if self._listen_address else "",
+        )
 
     @property
     def listen_address(self) -> Endpoint | None:
@@ -262,7 +269,8 @@ class TrioNetworkChannel:
         """Destinations with an established outbound connection (a snapshot)."""
         peers = list(self._peers.values())  # one atomic copy: the trio thread changes the dict
         return frozenset(
-            peer.peer_id for peer in peers
+            peer.peer_id
+            for peer in peers
             if peer.connection is not None and peer.connection.established
         )
 
@@ -311,8 +319,9 @@ class TrioNetworkChannel:
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout_s)
             if thread.is_alive():
-                logger.error("network thread %s did not stop within %.1f s",
-                             self._thread_name, timeout_s)
+                logger.error(
+                    "network thread %s did not stop within %.1f s", self._thread_name, timeout_s
+                )
         if not already:
             logger.info("network channel %s closed", self._thread_name)
 
@@ -324,8 +333,12 @@ class TrioNetworkChannel:
         """Nothing waits in the outbox or in the dispatcher's hands (``_wake_scheduled`` stays
         set while it handles a batch), so a direct write cannot overtake an earlier frame."""
         with self._lock:
-            return (not self._closed and not self._outbox and not self._wake_scheduled
-                    and self._token is not None)
+            return (
+                not self._closed
+                and not self._outbox
+                and not self._wake_scheduled
+                and self._token is not None
+            )
 
     def _encode_request(self, request: OutboundRequest) -> bytes:
         """The request's frame, as this node sends it; ``FrameError`` if it is too large."""
@@ -366,8 +379,12 @@ class TrioNetworkChannel:
         try:
             return encode_response(header, response.body, max_frame_size=self._max_frame_size)
         except FrameError as exc:
-            logger.error("cannot send %s in answer to request %d: %s",
-                         type(response.body).__name__, response.correlation_id, exc)
+            logger.error(
+                "cannot send %s in answer to request %d: %s",
+                type(response.body).__name__,
+                response.correlation_id,
+                exc,
+            )
             error_body = type(response.body)(error_code=Errors.UNKNOWN_SERVER_ERROR)
             return encode_response(header, error_body, max_frame_size=self._max_frame_size)
 
@@ -382,8 +399,9 @@ class TrioNetworkChannel:
     def _submit(self, item: _OutboxItem) -> None:
         with self._lock:
             if self._closed:
-                logger.debug("channel %s is closed: dropping %s", self._thread_name,
-                             type(item).__name__)
+                logger.debug(
+                    "channel %s is closed: dropping %s", self._thread_name, type(item).__name__
+                )
                 return
             self._outbox.append(item)
             token = self._token
@@ -393,8 +411,9 @@ class TrioNetworkChannel:
         try:
             token.run_sync_soon(self._wake_dispatcher)
         except trio.RunFinishedError:
-            logger.debug("network thread %s has ended: dropping %s", self._thread_name,
-                         type(item).__name__)
+            logger.debug(
+                "network thread %s has ended: dropping %s", self._thread_name, type(item).__name__
+            )
 
     # ---------------------------------------------------------------------------------------
     # The trio thread: startup, dispatch, shutdown
@@ -459,8 +478,11 @@ class TrioNetworkChannel:
                     else:
                         self._update_peer(item)
                 except Exception:  # a bug here must not stop the transport
-                    logger.exception("network thread %s failed to handle %s",
-                                     self._thread_name, type(item).__name__)
+                    logger.exception(
+                        "network thread %s failed to handle %s",
+                        self._thread_name,
+                        type(item).__name__,
+                    )
             await trio.lowlevel.checkpoint()
 
     # ---------------------------------------------------------------------------------------
@@ -485,8 +507,9 @@ class TrioNetworkChannel:
         try:
             data = self._encode_request(request)
         except FrameError as exc:
-            logger.error("cannot send %s to %d: %s", type(request.body).__name__,
-                         request.destination, exc)
+            logger.error(
+                "cannot send %s to %d: %s", type(request.body).__name__, request.destination, exc
+            )
             self._answer_locally(request, Errors.UNKNOWN_SERVER_ERROR)
             return
         if connection is None:
@@ -660,8 +683,10 @@ class TrioNetworkChannel:
     def _send_response(self, response: OutboundResponse) -> None:
         entry = self._forget_inbound(response.correlation_id)
         if entry is None:
-            logger.debug("dropping the response to request %d: its connection has closed",
-                         response.correlation_id)
+            logger.debug(
+                "dropping the response to request %d: its connection has closed",
+                response.correlation_id,
+            )
             return
         connection, peer_correlation_id = entry
         if not connection.closed:

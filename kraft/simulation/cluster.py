@@ -48,7 +48,11 @@ from kraft.simulation.network import LinkConfig, SimNetwork
 from kraft.simulation.node import ReplicatedCounter, SimNode, SimSerde, top_leader
 
 __all__ = [
-    "Cluster", "FaultRecord", "InvariantViolationError", "SimulationError", "replay_command",
+    "Cluster",
+    "FaultRecord",
+    "InvariantViolationError",
+    "SimulationError",
+    "replay_command",
     "sim_config",
 ]
 
@@ -191,11 +195,11 @@ class Cluster:
             i: SimNode(i, i in self.voter_ids, self.retention)
             for i in self.voter_ids + self.observer_ids
         }
-        self._port_to_node = {
-            ep.port: node_id for node_id, ep in self.config.voters.items()
-        }
+        self._port_to_node = {ep.port: node_id for node_id, ep in self.config.voters.items()}
         self.events = EventLog(
-            f"{scenario}/{seed}", seed, scenario,
+            f"{scenario}/{seed}",
+            seed,
+            scenario,
             None if event_log is None else Path(event_log),
         )
         self.message_events = message_events
@@ -211,22 +215,26 @@ class Cluster:
         self._workload_generation = 0
         self.workload_rate = 0.0
         self._closed = False
-        self._emit("run_started", details={
-            "voters": voters, "observers": observers,
-            "config": {
-                "election_timeout_ms": self.config.election_timeout_ms,
-                "fetch_timeout_ms": self.config.fetch_timeout_ms,
-                "append_linger_ms": self.config.append_linger_ms,
-                "fetch_max_wait_ms": self.config.fetch_max_wait_ms,
-                # The links every run starts with (a `network` fault changes them later).
-                "network": {
-                    "latency_ms": list(self.network.default.latency_ms),
-                    "drop": self.network.default.drop,
-                    "duplicate": self.network.default.duplicate,
-                    "reorder": self.network.default.reorder,
+        self._emit(
+            "run_started",
+            details={
+                "voters": voters,
+                "observers": observers,
+                "config": {
+                    "election_timeout_ms": self.config.election_timeout_ms,
+                    "fetch_timeout_ms": self.config.fetch_timeout_ms,
+                    "append_linger_ms": self.config.append_linger_ms,
+                    "fetch_max_wait_ms": self.config.fetch_max_wait_ms,
+                    # The links every run starts with (a `network` fault changes them later).
+                    "network": {
+                        "latency_ms": list(self.network.default.latency_ms),
+                        "drop": self.network.default.drop,
+                        "duplicate": self.network.default.duplicate,
+                        "reorder": self.network.default.reorder,
+                    },
                 },
             },
-        })
+        )
         for node in self.nodes.values():
             self._start(node)
         self._check()
@@ -363,8 +371,14 @@ class Cluster:
             snapshot_every=self.snapshot_every,
         )
         client: KafkaRaftClient[Any] = KafkaRaftClient(
-            local_id=node_id, config=self.config, log=node.log, store=node.store,
-            channel=node.channel, queue=node.queue, clock=self.clock, rand=self.rand,
+            local_id=node_id,
+            config=self.config,
+            log=node.log,
+            store=node.store,
+            channel=node.channel,
+            queue=node.queue,
+            clock=self.clock,
+            rand=self.rand,
             serde=self._serde,
         )
         counter.client = client
@@ -426,9 +440,14 @@ class Cluster:
         role = client.role
         epoch = client.epoch
         if role != node.last_role or epoch != node.last_epoch:
-            self._emit_node(node, "state_changed", details={
-                "from_role": node.last_role, "from_epoch": node.last_epoch,
-            })
+            self._emit_node(
+                node,
+                "state_changed",
+                details={
+                    "from_role": node.last_role,
+                    "from_epoch": node.last_epoch,
+                },
+            )
             node.last_role = role
             node.last_epoch = epoch
 
@@ -449,24 +468,37 @@ class Cluster:
             name = type(envelope.body).__name__
             if target is None:
                 self._emit(
-                    "message_dropped", node=node.node_id, peer=destination, message=name,
+                    "message_dropped",
+                    node=node.node_id,
+                    peer=destination,
+                    message=name,
                     details={"reason": "unknown destination"},
                 )
                 continue
             if self.message_events:
                 self.events.emit(
-                    now, "message_sent", node=node.node_id, peer=destination, message=name,
+                    now,
+                    "message_sent",
+                    node=node.node_id,
+                    peer=destination,
+                    message=name,
                 )
             times = self.network.delivery_times(node.node_id, destination, now)
             if not times:
                 self._emit(
-                    "message_dropped", node=node.node_id, peer=destination, message=name,
+                    "message_dropped",
+                    node=node.node_id,
+                    peer=destination,
+                    message=name,
                     details={"reason": "lost"},
                 )
                 continue
             if len(times) > 1 and self.message_events:
                 self._emit(
-                    "message_duplicated", node=node.node_id, peer=destination, message=name,
+                    "message_duplicated",
+                    node=node.node_id,
+                    peer=destination,
+                    message=name,
                 )
             transit = _Transit(node, target, alias, envelope)
             for at in times:
@@ -484,7 +516,9 @@ class Cluster:
         assert isinstance(body, VoteResponse)
         pre_vote = node.vote_kinds.pop((peer, envelope.correlation_id), False)
         self._emit_node(
-            node, "vote_granted" if body.vote_granted else "vote_refused", peer=peer,
+            node,
+            "vote_granted" if body.vote_granted else "vote_refused",
+            peer=peer,
             details={"pre_vote": pre_vote, "error_code": body.error_code},
         )
 
@@ -500,14 +534,21 @@ class Cluster:
             reason = "partitioned"
         if reason is not None:
             self._emit(
-                "message_dropped", node=src.node_id, peer=dst.node_id, message=name,
+                "message_dropped",
+                node=src.node_id,
+                peer=dst.node_id,
+                message=name,
                 details={"reason": reason},
             )
             return
         now = self.clock.now_ms()
         if self.message_events:
             self.events.emit(
-                now, "message_delivered", node=dst.node_id, peer=src.node_id, message=name,
+                now,
+                "message_delivered",
+                node=dst.node_id,
+                peer=src.node_id,
+                message=name,
             )
         if isinstance(envelope, OutboundRequest):
             key = (src.node_id, envelope.correlation_id)
@@ -516,9 +557,16 @@ class Cluster:
             body = envelope.body
             if isinstance(body, VoteRequest):
                 dst.vote_kinds[key] = body.pre_vote
-            dst.queue.add(InboundRequest(
-                envelope.correlation_id, src.node_id, ZERO_UUID, None, body, now,
-            ))
+            dst.queue.add(
+                InboundRequest(
+                    envelope.correlation_id,
+                    src.node_id,
+                    ZERO_UUID,
+                    None,
+                    body,
+                    now,
+                )
+            )
         else:
             source = src.node_id if transit.alias is None else transit.alias
             dst.queue.add(InboundResponse(envelope.correlation_id, source, envelope.body, now))
@@ -530,9 +578,14 @@ class Cluster:
     ) -> None:
         self.checker.on_snapshot(node.node_id, snapshot_id, value)
         self._emit_node(
-            node, f"snapshot_{kind}", offset=snapshot_id.offset,
-            details={"snapshot_epoch": snapshot_id.epoch, "value": value,
-                     "log_start_offset": node.log.log_start_offset},
+            node,
+            f"snapshot_{kind}",
+            offset=snapshot_id.offset,
+            details={
+                "snapshot_epoch": snapshot_id.epoch,
+                "value": value,
+                "log_start_offset": node.log.log_start_offset,
+            },
         )
 
     def _on_commit(self, node: SimNode, batch: Batch[Any], value: int) -> None:
@@ -541,10 +594,15 @@ class Cluster:
         checksum = views[0].crc if views else -1
         client = node.client
         self.events.emit(
-            self.clock.now_ms(), "batch_committed", node=node.node_id, epoch=batch.epoch,
+            self.clock.now_ms(),
+            "batch_committed",
+            node=node.node_id,
+            epoch=batch.epoch,
             leader=-1 if client is None or client.leader_id is None else client.leader_id,
             role=node.last_role if client is None else client.role,
-            offset=batch.last_offset, base_offset=batch.base_offset, checksum=checksum,
+            offset=batch.last_offset,
+            base_offset=batch.base_offset,
+            checksum=checksum,
             count=len(batch.records),
             latency_ms=max(0, self.clock.wall_ms() - batch.append_timestamp_ms),
             high_watermark=node.log.high_watermark,
@@ -564,9 +622,14 @@ class Cluster:
             violation = Violation(self.clock.now_ms(), invariant, nodes, message)
             self.violations.append(violation)
             logger.error("invariant violated: %s", violation)
-            self._emit("invariant_violated", details={
-                "invariant": invariant, "nodes": list(nodes), "message": message,
-            })
+            self._emit(
+                "invariant_violated",
+                details={
+                    "invariant": invariant,
+                    "nodes": list(nodes),
+                    "message": message,
+                },
+            )
             first = first or violation
         if first is not None and self.stop_on_violation:
             raise InvariantViolationError(first, self.report(first))
@@ -590,7 +653,9 @@ class Cluster:
         if self.scenario == "adhoc":
             return f"Cluster(seed={self.seed}, ...) with the same calls"
         return replay_command(
-            self.scenario, self.seed, suppress=sorted(self._suppress),
+            self.scenario,
+            self.seed,
+            suppress=sorted(self._suppress),
             message_events=self.message_events,
         )
 
@@ -607,8 +672,11 @@ class Cluster:
         else:
             fields.setdefault("role", "Down")
         return self.events.emit(
-            self.clock.now_ms(), kind, node=node.node_id,
-            log_end_offset=node.log.log_end_offset, high_watermark=node.log.high_watermark,
+            self.clock.now_ms(),
+            kind,
+            node=node.node_id,
+            log_end_offset=node.log.log_end_offset,
+            high_watermark=node.log.high_watermark,
             **fields,
         )
 
@@ -705,8 +773,11 @@ class Cluster:
         for group in sets:
             for node_id in group:
                 self.node(node_id)
-        if self._fault("partition", sorted(set().union(*sets)) if sets else (),
-                       groups=[sorted(g) for g in sets]):
+        if self._fault(
+            "partition",
+            sorted(set().union(*sets)) if sets else (),
+            groups=[sorted(g) for g in sets],
+        ):
             self.network.partition(sets, self.nodes)
 
     def isolate(self, node_id: int) -> None:
@@ -740,8 +811,13 @@ class Cluster:
     ) -> None:
         """Change loss, duplication, reordering and latency on every link."""
         changes: dict[str, Any] = {
-            k: v for k, v in (("drop", drop), ("duplicate", duplicate), ("reorder", reorder),
-                              ("latency_ms", latency_ms))
+            k: v
+            for k, v in (
+                ("drop", drop),
+                ("duplicate", duplicate),
+                ("reorder", reorder),
+                ("latency_ms", latency_ms),
+            )
             if v is not None
         }
         replace(self.network.default, **changes)  # a bad value raises before the fault counts
@@ -848,9 +924,13 @@ class Cluster:
         """The end-of-run checks; every violation of the whole run."""
         leader_id = self.leader()
         problems = self.checker.validate(None if leader_id is None else self.nodes[leader_id])
-        self._emit("invariants_checked", details={
-            "checks": self.checker.checks, "violations": len(self.violations) + len(problems),
-        })
+        self._emit(
+            "invariants_checked",
+            details={
+                "checks": self.checker.checks,
+                "violations": len(self.violations) + len(problems),
+            },
+        )
         if problems:
             self._violations(problems)
         return list(self.violations)
@@ -860,10 +940,14 @@ class Cluster:
         if self._closed:
             return
         self._closed = True
-        self._emit("run_finished", details={
-            "violations": len(self.violations), "events": self.events.count + 1,
-            "faults": len(self.faults),
-        })
+        self._emit(
+            "run_finished",
+            details={
+                "violations": len(self.violations),
+                "events": self.events.count + 1,
+                "faults": len(self.faults),
+            },
+        )
         self.events.close()
 
     def __enter__(self) -> Cluster:

@@ -117,7 +117,13 @@ class EventLog:
     def emit(self, time_ms: int, kind: str, **fields: Any) -> Event:
         """Record one event (``fields`` are :class:`Event`'s optional fields)."""
         event = Event(
-            SCHEMA_VERSION, self.run_id, self.seed, self.scenario, time_ms, self.count, kind,
+            SCHEMA_VERSION,
+            self.run_id,
+            self.seed,
+            self.scenario,
+            time_ms,
+            self.count,
+            kind,
             **fields,
         )
         self.count += 1

@@ -60,6 +60,7 @@ INVARIANTS = (
     "snapshot_value",
 )
 
+
 @dataclass(frozen=True, slots=True)
 class Violation:
     """An invariant that failed: when, which, on which nodes, and why."""
@@ -132,21 +133,29 @@ class InvariantChecker:
     def _note_value(self, node_id: int, end_offset: int, value: int, what: str) -> None:
         known = self.values.setdefault(end_offset, (value, node_id))
         if known[0] != value:
-            self.report("snapshot_value", (node_id, known[1]), (
-                f"node {node_id}'s {what} says the counter was {value} below offset "
-                f"{end_offset}, node {known[1]} had {known[0]}"
-            ))
+            self.report(
+                "snapshot_value",
+                (node_id, known[1]),
+                (
+                    f"node {node_id}'s {what} says the counter was {value} below offset "
+                    f"{end_offset}, node {known[1]} had {known[0]}"
+                ),
+            )
 
     def on_commit(self, node_id: int, batch: Batch[Any], value: int | None = None) -> None:
         if value is not None:
             self._note_value(node_id, batch.last_offset + 1, value, "counter")
         known = self.committed.batches.get(batch.base_offset)
         if known is not None and (known[0], known[1]) != (batch.last_offset, batch.epoch):
-            self.report("committed_data", (node_id,), (
-                f"node {node_id}'s listener got batch {batch.base_offset}..{batch.last_offset} "
-                f"epoch {batch.epoch}, but {batch.base_offset}..{known[0]} epoch {known[1]} "
-                "was committed"
-            ))
+            self.report(
+                "committed_data",
+                (node_id,),
+                (
+                    f"node {node_id}'s listener got batch {batch.base_offset}..{batch.last_offset} "
+                    f"epoch {batch.epoch}, but {batch.base_offset}..{known[0]} epoch {known[1]} "
+                    "was committed"
+                ),
+            )
 
     # -- after every event --------------------------------------------------------------------
     def check(self, only: SimNode | None = None) -> list[tuple[str, tuple[int, ...], str]]:
@@ -174,9 +183,7 @@ class InvariantChecker:
             self._check_leader_hw(self._leader, problems)
         return problems
 
-    def _check_node(
-        self, node: SimNode, problems: list[tuple[str, tuple[int, ...], str]]
-    ) -> None:
+    def _check_node(self, node: SimNode, problems: list[tuple[str, tuple[int, ...], str]]) -> None:
         node_id = node.node_id
         self._check_persisted(node_id, node, problems)
         client = node.client
@@ -184,10 +191,16 @@ class InvariantChecker:
             return
         epoch = client.epoch
         if epoch != self._persisted_epoch[node_id]:
-            problems.append(("monotonic_epoch", (node_id,), (
-                f"node {node_id} is in epoch {epoch} but persisted "
-                f"{self._persisted_epoch[node_id]}"
-            )))
+            problems.append(
+                (
+                    "monotonic_epoch",
+                    (node_id,),
+                    (
+                        f"node {node_id} is in epoch {epoch} but persisted "
+                        f"{self._persisted_epoch[node_id]}"
+                    ),
+                )
+            )
         if client.is_leader:
             self._claim(epoch, node_id, problems)
             if self._was_leader[node_id] != epoch:
@@ -196,9 +209,13 @@ class InvariantChecker:
         self._check_log_start(node, problems)
         hw = node.log.high_watermark
         if hw < self._hw[node_id]:
-            problems.append(("monotonic_high_watermark", (node_id,), (
-                f"node {node_id}'s high watermark went from {self._hw[node_id]} to {hw}"
-            )))
+            problems.append(
+                (
+                    "monotonic_high_watermark",
+                    (node_id,),
+                    (f"node {node_id}'s high watermark went from {self._hw[node_id]} to {hw}"),
+                )
+            )
         self._hw[node_id] = hw
         if hw > self._verified[node_id]:
             self._verify(node, hw, problems)
@@ -213,22 +230,38 @@ class InvariantChecker:
         self._log_starts[node.node_id] = (start, earliest)
         if earliest is None:
             if start > 0:
-                problems.append(("snapshot_at_log_start", (node.node_id,), (
-                    f"node {node.node_id}'s log starts at {start} without a snapshot"
-                )))
+                problems.append(
+                    (
+                        "snapshot_at_log_start",
+                        (node.node_id,),
+                        (f"node {node.node_id}'s log starts at {start} without a snapshot"),
+                    )
+                )
             return
         if start > earliest.offset or (start > 0 and start != earliest.offset):
-            problems.append(("snapshot_at_log_start", (node.node_id,), (
-                f"node {node.node_id}'s log starts at {start}, its earliest snapshot is "
-                f"{earliest}"
-            )))
+            problems.append(
+                (
+                    "snapshot_at_log_start",
+                    (node.node_id,),
+                    (
+                        f"node {node.node_id}'s log starts at {start}, its earliest snapshot is "
+                        f"{earliest}"
+                    ),
+                )
+            )
         elif (answer := log.validate_offset_and_epoch(*earliest)).kind is not (
             ValidationKind.VALID
         ):
-            problems.append(("snapshot_at_log_start", (node.node_id,), (
-                f"node {node.node_id}'s earliest snapshot {earliest} is not valid in its log "
-                f"({answer})"
-            )))
+            problems.append(
+                (
+                    "snapshot_at_log_start",
+                    (node.node_id,),
+                    (
+                        f"node {node.node_id}'s earliest snapshot {earliest} is not valid in "
+                        f"its log ({answer})"
+                    ),
+                )
+            )
 
     def _check_persisted(
         self, node_id: int, node: SimNode, problems: list[tuple[str, tuple[int, ...], str]]
@@ -239,10 +272,16 @@ class InvariantChecker:
             return
         for state in writes[seen:]:
             if state.epoch < self._persisted_epoch[node_id]:
-                problems.append(("monotonic_epoch", (node_id,), (
-                    f"node {node_id} persisted epoch {state.epoch} after "
-                    f"{self._persisted_epoch[node_id]}"
-                )))
+                problems.append(
+                    (
+                        "monotonic_epoch",
+                        (node_id,),
+                        (
+                            f"node {node_id} persisted epoch {state.epoch} after "
+                            f"{self._persisted_epoch[node_id]}"
+                        ),
+                    )
+                )
             self._persisted_epoch[node_id] = state.epoch
             if state.leader_id is not None:
                 self._claim(state.epoch, state.leader_id, problems, persisted_by=node_id)
@@ -258,9 +297,13 @@ class InvariantChecker:
         known = self.leader_of_epoch.setdefault(epoch, leader_id)
         if known != leader_id:
             where = f" (persisted by node {persisted_by})" if persisted_by is not None else ""
-            problems.append(("single_leader", (known, leader_id), (
-                f"epoch {epoch} has two leaders, {known} and {leader_id}{where}"
-            )))
+            problems.append(
+                (
+                    "single_leader",
+                    (known, leader_id),
+                    (f"epoch {epoch} has two leaders, {known} and {leader_id}{where}"),
+                )
+            )
 
     def _verify(
         self, node: SimNode, hw: int, problems: list[tuple[str, tuple[int, ...], str]]
@@ -278,11 +321,17 @@ class InvariantChecker:
             if known is None:
                 batches[base] = identity
             elif known != identity:
-                problems.append(("committed_data", (node.node_id,), (
-                    f"below its high watermark {hw}, node {node.node_id} holds batch "
-                    f"{base}..{last} epoch {identity[1]} crc {identity[2]:08x}, but "
-                    f"{base}..{known[0]} epoch {known[1]} crc {known[2]:08x} was committed"
-                )))
+                problems.append(
+                    (
+                        "committed_data",
+                        (node.node_id,),
+                        (
+                            f"below its high watermark {hw}, node {node.node_id} holds batch "
+                            f"{base}..{last} epoch {identity[1]} crc {identity[2]:08x}, but "
+                            f"{base}..{known[0]} epoch {known[1]} crc {known[2]:08x} was committed"
+                        ),
+                    )
+                )
             verified = last + 1
         self._verified[node.node_id] = verified
         committed.frontier = max(committed.frontier, hw)
@@ -292,10 +341,16 @@ class InvariantChecker:
     ) -> None:
         missing = self._missing_from(leader)
         if missing:
-            problems.append(("leader_completeness", (leader.node_id,), (
-                f"node {leader.node_id} leads epoch {leader.epoch} without committed "
-                f"batches {missing[:5]}{'...' if len(missing) > 5 else ''}"
-            )))
+            problems.append(
+                (
+                    "leader_completeness",
+                    (leader.node_id,),
+                    (
+                        f"node {leader.node_id} leads epoch {leader.epoch} without committed "
+                        f"batches {missing[:5]}{'...' if len(missing) > 5 else ''}"
+                    ),
+                )
+            )
 
     def _missing_from(self, node: SimNode) -> list[int]:
         """Base offsets of committed batches that ``node``'s log lacks or holds differently."""
@@ -308,7 +363,8 @@ class InvariantChecker:
             for batch in node.log.batches_between(start, self.committed.frontier)
         }
         return sorted(
-            base for base, identity in batches.items()
+            base
+            for base, identity in batches.items()
             if base >= start and have.get(base) != identity
         )
 
@@ -322,20 +378,30 @@ class InvariantChecker:
             self._top_leader = (epoch, hw)
         elif epoch == top_epoch:
             if hw < top_hw:
-                problems.append(("monotonic_high_watermark", (leader.node_id,), (
-                    f"the leader of epoch {epoch} moved its high watermark back from "
-                    f"{top_hw} to {hw}"
-                )))
+                problems.append(
+                    (
+                        "monotonic_high_watermark",
+                        (leader.node_id,),
+                        (
+                            f"the leader of epoch {epoch} moved its high watermark back from "
+                            f"{top_hw} to {hw}"
+                        ),
+                    )
+                )
             self._top_leader = (epoch, hw)
-        holders = sum(
-            1 for voter in self.voter_ids if self.nodes[voter].log.log_end_offset >= hw
-        )
+        holders = sum(1 for voter in self.voter_ids if self.nodes[voter].log.log_end_offset >= hw)
         if holders < self.majority:
             ends = {v: self.nodes[v].log.log_end_offset for v in self.voter_ids}
-            problems.append(("majority_high_watermark", (leader.node_id,), (
-                f"leader {leader.node_id} (epoch {epoch}) has high watermark {hw}, but only "
-                f"{holders} of {len(self.voter_ids)} voters reach it (log ends {ends})"
-            )))
+            problems.append(
+                (
+                    "majority_high_watermark",
+                    (leader.node_id,),
+                    (
+                        f"leader {leader.node_id} (epoch {epoch}) has high watermark {hw}, but "
+                        f"only {holders} of {len(self.voter_ids)} voters reach it (log ends {ends})"
+                    ),
+                )
+            )
 
     # -- at the end -----------------------------------------------------------------------------
     def validate(self, leader: SimNode | None) -> list[tuple[str, tuple[int, ...], str]]:
@@ -344,8 +410,14 @@ class InvariantChecker:
         if leader is not None:
             missing = self._missing_from(leader)
             if missing:
-                problems.append(("durability", (leader.node_id,), (
-                    f"committed batches {missing[:5]} are missing from the last leader "
-                    f"{leader.node_id}'s log"
-                )))
+                problems.append(
+                    (
+                        "durability",
+                        (leader.node_id,),
+                        (
+                            f"committed batches {missing[:5]} are missing from the last leader "
+                            f"{leader.node_id}'s log"
+                        ),
+                    )
+                )
         return problems

@@ -80,7 +80,8 @@ class SimNetwork:
         else:
             for link in links:
                 self._links[link] = replace(
-                    self._links.get(link, self.default), **changes  # type: ignore[arg-type]
+                    self._links.get(link, self.default),
+                    **changes,  # type: ignore[arg-type]
                 )
 
     def link(self, source: int, destination: int) -> LinkConfig:

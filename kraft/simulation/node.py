@@ -105,7 +105,7 @@ class ReplicatedCounter(Listener[Any]):
                     self._on_problem(
                         "listener_order",
                         f"node {self.node_id} was handed batch {batch.base_offset}.."
-                        f"{batch.last_offset} after offset {self.last_offset}"
+                        f"{batch.last_offset} after offset {self.last_offset}",
                     )
                 self.last_offset = batch.last_offset
                 for record in batch.records:
@@ -114,7 +114,7 @@ class ReplicatedCounter(Listener[Any]):
                             self._on_problem(
                                 "counter",
                                 f"node {self.node_id}: counter increment {record.value} at "
-                                f"offset <= {batch.last_offset} after value {self.value}"
+                                f"offset <= {batch.last_offset} after value {self.value}",
                             )
                         self.value = record.value
                 self.committed.extend(batch.records)
@@ -173,9 +173,9 @@ class ReplicatedCounter(Listener[Any]):
         if self.writable_epoch != client.epoch:  # -1 when not the leader
             return None
         try:
-            offset = client.prepare_append(self.writable_epoch, [
-                CounterIncrement(self.uncommitted + 1)
-            ])
+            offset = client.prepare_append(
+                self.writable_epoch, [CounterIncrement(self.uncommitted + 1)]
+            )
             client.schedule_prepared_append()
         except NotLeaderError:
             self.writable_epoch = -1
@@ -188,9 +188,22 @@ class SimNode:
     """One node's disk, process and counter. ``client`` is None while the node is down."""
 
     __slots__ = (
-        "channel", "client", "counter", "incarnation", "is_voter", "last_epoch",
-        "last_role", "log", "node_id", "paused", "poll_at", "poll_generation", "queue",
-        "request_aliases", "store", "vote_kinds",
+        "channel",
+        "client",
+        "counter",
+        "incarnation",
+        "is_voter",
+        "last_epoch",
+        "last_role",
+        "log",
+        "node_id",
+        "paused",
+        "poll_at",
+        "poll_generation",
+        "queue",
+        "request_aliases",
+        "store",
+        "vote_kinds",
     )
 
     def __init__(

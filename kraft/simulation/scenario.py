@@ -176,7 +176,10 @@ class ScenarioRun:
         if self._cluster is not None:
             raise SimulationError("a scenario run has one cluster")
         self._cluster = Cluster(
-            self.seed, voters, observers, config,
+            self.seed,
+            voters,
+            observers,
+            config,
             scenario=self.name,
             event_log=None if self.out_dir is None else self.out_dir / EVENTS_FILE,
             message_events=self.message_events,

@@ -153,8 +153,12 @@ def shrink(
         nonlocal runs
         runs += 1
         result = run_scenario(
-            original.scenario, original.seed, out, suppress=sorted(suppress),
-            message_events=original.message_events, scenario_dir=scenario_dir,
+            original.scenario,
+            original.seed,
+            out,
+            suppress=sorted(suppress),
+            message_events=original.message_events,
+            scenario_dir=scenario_dir,
         )
         if on_run is not None:
             on_run(result)

@@ -119,13 +119,22 @@ def run_one(
     started = time.perf_counter()
     try:
         result = run_scenario(
-            scenario, seed, directory, message_events=message_events, scenario_dir=scenario_dir,
+            scenario,
+            seed,
+            directory,
+            message_events=message_events,
+            scenario_dir=scenario_dir,
         )
     except Exception as exc:  # a crashed run is a failed run, not a crashed sweep
         where = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         return SweepRun(
-            scenario=scenario, seed=seed, ok=False, failure_kinds=["error"],
-            wall_s=round(time.perf_counter() - started, 3), error=where, run_dir=out_dir,
+            scenario=scenario,
+            seed=seed,
+            ok=False,
+            failure_kinds=["error"],
+            wall_s=round(time.perf_counter() - started, 3),
+            error=where,
+            run_dir=out_dir,
         )
     if result.ok and not keep_passing:
         shutil.rmtree(directory, ignore_errors=True)
@@ -282,8 +291,13 @@ def sweep(
             for future in wait(pending).done:
                 finished(future.result())
     summary = summarize(
-        runs, scenarios, seeds, jobs=jobs, scenario_dir=directory,
-        message_events=message_events, elapsed_s=time.perf_counter() - started,
+        runs,
+        scenarios,
+        seeds,
+        jobs=jobs,
+        scenario_dir=directory,
+        message_events=message_events,
+        elapsed_s=time.perf_counter() - started,
     )
     (out / SWEEP_FILE).write_bytes(msgspec.json.format(msgspec.json.encode(summary)) + b"\n")
     return summary

@@ -117,8 +117,9 @@ def await_caught_up(
 
     if run.await_(caught_up, timeout_ms, f"nodes {[n.node_id for n in nodes]} catch up"):
         return True
-    run.expect(False, "at the timeout: " + ", ".join(
-        f"{n!r} counter={n.counter_value}" for n in cluster.nodes.values()
-    ))
+    run.expect(
+        False,
+        "at the timeout: "
+        + ", ".join(f"{n!r} counter={n.counter_value}" for n in cluster.nodes.values()),
+    )
     return False
-

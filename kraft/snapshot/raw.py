@@ -95,9 +95,7 @@ class RawSnapshotWriter(Protocol):
 
 def _check_read(snapshot_id: OffsetAndEpoch, size: int, position: int, max_bytes: int) -> None:
     if not 0 <= position < size:
-        raise ValueError(
-            f"position {position} is outside snapshot {snapshot_id} of {size} bytes"
-        )
+        raise ValueError(f"position {position} is outside snapshot {snapshot_id} of {size} bytes")
     if max_bytes < 0:
         raise ValueError(f"negative max_bytes {max_bytes}")
 
@@ -392,6 +390,4 @@ class FileRawSnapshotWriter(_WriterState):
             raise StorageError(f"cannot abandon the snapshot {self.path}: {exc}") from exc
 
     def __repr__(self) -> str:
-        return (
-            f"FileRawSnapshotWriter({self.path}, size={self._size}, frozen={self._frozen})"
-        )
+        return f"FileRawSnapshotWriter({self.path}, size={self._size}, frozen={self._frozen})"

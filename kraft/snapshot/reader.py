@@ -107,8 +107,8 @@ class SnapshotReader(Generic[T]):
                     )
                 if batch.records_count != batch.last_offset_delta + 1:
                     raise self._corrupt(
-                        f"{batch.records_count} records for {batch.last_offset_delta + 1} "
-                        "offsets", batch,
+                        f"{batch.records_count} records for {batch.last_offset_delta + 1} offsets",
+                        batch,
                     )
                 next_offset = batch.next_offset
                 last = batch
@@ -238,8 +238,9 @@ def read_snapshot_header(raw: RawSnapshotReader) -> SnapshotHeaderRecord:
         first = read_batch(raw.read(0, length))
         records = control_records(first) if first.is_control else []
     except (CorruptRecordError, ValueError) as exc:
-        raise CorruptSnapshotError(f"snapshot {raw.snapshot_id}: no readable header: {exc}"
-                                   ) from exc
+        raise CorruptSnapshotError(
+            f"snapshot {raw.snapshot_id}: no readable header: {exc}"
+        ) from exc
     if records and isinstance(records[0][1], SnapshotHeaderRecord):
         return records[0][1]
     raise CorruptSnapshotError(f"snapshot {raw.snapshot_id}: the first batch is not a header")

@@ -45,12 +45,32 @@ def _records_size(values: Sequence[bytes], first_offset_delta: int) -> int:
     total = 0
     delta = first_offset_delta
     for n in map(len, values):
-        body = n + (
-            5 if delta < 64 else 6 if delta < 8192 else 7 if delta < 1 << 20
-            else 8 if delta < 1 << 27 else 9
-        ) + (1 if n < 64 else 2 if n < 8192 else 3 if n < 1 << 20 else 4 if n < 1 << 27 else 5)
-        total += body + (1 if body < 64 else 2 if body < 8192 else 3 if body < 1 << 20
-                         else 4 if body < 1 << 27 else 5)
+        body = (
+            n
+            + (
+                5
+                if delta < 64
+                else 6
+                if delta < 8192
+                else 7
+                if delta < 1 << 20
+                else 8
+                if delta < 1 << 27
+                else 9
+            )
+            + (1 if n < 64 else 2 if n < 8192 else 3 if n < 1 << 20 else 4 if n < 1 << 27 else 5)
+        )
+        total += body + (
+            1
+            if body < 64
+            else 2
+            if body < 8192
+            else 3
+            if body < 1 << 20
+            else 4
+            if body < 1 << 27
+            else 5
+        )
         delta += 1
     return total
 
@@ -180,7 +200,9 @@ class SnapshotWriter(Generic[T]):
         self._check_writable("freeze")
         self._write_pending()
         footer = control_batch(
-            self._next_offset, self.snapshot_id.epoch, [SnapshotFooterRecord(0)],
+            self._next_offset,
+            self.snapshot_id.epoch,
+            [SnapshotFooterRecord(0)],
             timestamp_ms=self._timestamp_ms,
         )
         self._raw.append(footer)

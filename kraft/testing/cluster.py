@@ -60,9 +60,15 @@ class LocalCluster(Generic[T]):
             queue = DequeMessageQueue()
             log = MemoryLog()
             client: KafkaRaftClient[T] = KafkaRaftClient(
-                local_id=node_id, config=self.config, log=log,
-                store=MemoryQuorumStateStore(), channel=channel, queue=queue,
-                clock=self.clock, rand=random.Random(seed * 1000 + node_id), serde=the_serde,
+                local_id=node_id,
+                config=self.config,
+                log=log,
+                store=MemoryQuorumStateStore(),
+                channel=channel,
+                queue=queue,
+                clock=self.clock,
+                rand=random.Random(seed * 1000 + node_id),
+                serde=the_serde,
             )
             client.initialize()
             listener: RecordingListener[T] = RecordingListener()
@@ -97,16 +103,28 @@ class LocalCluster(Generic[T]):
                 busy = True
                 destination = request.destination
                 if self._connected(node_id, destination):
-                    self.queues[destination].add(InboundRequest(
-                        request.correlation_id, node_id, ZERO_UUID, None, request.body, now,
-                    ))
+                    self.queues[destination].add(
+                        InboundRequest(
+                            request.correlation_id,
+                            node_id,
+                            ZERO_UUID,
+                            None,
+                            request.body,
+                            now,
+                        )
+                    )
             for response in channel.drain_responses():
                 busy = True
                 destination = response.destination
                 if self._connected(node_id, destination):
-                    self.queues[destination].add(InboundResponse(
-                        response.correlation_id, node_id, response.body, now,
-                    ))
+                    self.queues[destination].add(
+                        InboundResponse(
+                            response.correlation_id,
+                            node_id,
+                            response.body,
+                            now,
+                        )
+                    )
         return busy
 
     def _connected(self, a: int, b: int) -> bool:

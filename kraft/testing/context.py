@@ -155,15 +155,17 @@ class RaftTestContext(Generic[T]):
         if correlation_id is None:
             correlation_id = self._next_inbound_correlation_id
             self._next_inbound_correlation_id += 1
-        self.queue.add(InboundRequest(
-            correlation_id=correlation_id,
-            source=source,
-            source_directory_id=source_directory_id,
-            cluster_id=cluster_id,
-            body=body,
-            received_ms=self.clock.now_ms(),
-            api_version=api_version,
-        ))
+        self.queue.add(
+            InboundRequest(
+                correlation_id=correlation_id,
+                source=source,
+                source_directory_id=source_directory_id,
+                cluster_id=cluster_id,
+                body=body,
+                received_ms=self.clock.now_ms(),
+                api_version=api_version,
+            )
+        )
         return correlation_id
 
     def deliver_response(
@@ -178,10 +180,14 @@ class RaftTestContext(Generic[T]):
             correlation_id = request
             if source is None:
                 raise ValueError("give the source of a response delivered by correlation id")
-        self.queue.add(InboundResponse(
-            correlation_id=correlation_id, source=source, body=body,
-            received_ms=self.clock.now_ms(),
-        ))
+        self.queue.add(
+            InboundResponse(
+                correlation_id=correlation_id,
+                source=source,
+                body=body,
+                received_ms=self.clock.now_ms(),
+            )
+        )
 
     # -- state ------------------------------------------------------------------------------------
     @property
@@ -229,14 +235,19 @@ class RaftTestContext(Generic[T]):
     ) -> VoteRequest:
         """A (pre-)vote request from ``candidate_id`` addressed to this replica."""
         return vote_request(
-            epoch, candidate_id, last_epoch, last_offset, pre_vote=pre_vote,
+            epoch,
+            candidate_id,
+            last_epoch,
+            last_offset,
+            pre_vote=pre_vote,
             voter_id=-1 if self.client.local_id is None else self.client.local_id,
         )
 
     def begin_epoch_request(self, epoch: int, leader_id: int) -> BeginQuorumEpochRequest:
         """A BeginQuorumEpoch from ``leader_id``, with its endpoints from the config."""
         return BeginQuorumEpochRequest(
-            leader_id=leader_id, leader_epoch=epoch,
+            leader_id=leader_id,
+            leader_epoch=epoch,
             voter_id=-1 if self.client.local_id is None else self.client.local_id,
             leader_endpoints=self.endpoints_of(leader_id),
         )
@@ -246,7 +257,8 @@ class RaftTestContext(Generic[T]):
     ) -> EndQuorumEpochRequest:
         """An EndQuorumEpoch from a resigning ``leader_id``."""
         return EndQuorumEpochRequest(
-            leader_id=leader_id, leader_epoch=epoch,
+            leader_id=leader_id,
+            leader_epoch=epoch,
             preferred_candidates=tuple(PreferredCandidate(c) for c in preferred_candidates),
             leader_endpoints=self.endpoints_of(leader_id),
         )
@@ -263,8 +275,12 @@ class RaftTestContext(Generic[T]):
     ) -> FetchRequest:
         """A Fetch from ``replica_id`` as a follower of this replica would send it."""
         return fetch_request(
-            epoch, replica_id, fetch_offset, last_fetched_epoch,
-            max_wait_ms=max_wait_ms, high_watermark=high_watermark,
+            epoch,
+            replica_id,
+            fetch_offset,
+            last_fetched_epoch,
+            max_wait_ms=max_wait_ms,
+            high_watermark=high_watermark,
         )
 
     # -- round trips ----------------------------------------------------------------------------
@@ -287,9 +303,15 @@ class RaftTestContext(Generic[T]):
         """
         request, _body = self.single_sent_request(FetchRequest)
         leader = self.client.leader_id
-        self.deliver_response(request, fetch_response(
-            self.client.epoch, -1 if leader is None else leader, records, high_watermark,
-        ))
+        self.deliver_response(
+            request,
+            fetch_response(
+                self.client.epoch,
+                -1 if leader is None else leader,
+                records,
+                high_watermark,
+            ),
+        )
         if poll:
             self.poll()
         return request
@@ -304,9 +326,15 @@ class RaftTestContext(Generic[T]):
         others = [v for v in sorted(self.config.voter_ids) if v != client.local_id]
         needed = len(self.config.voter_ids) // 2
         for voter in others[:needed]:
-            self.deliver_request(self.fetch_request(
-                client.epoch, voter, self.log.log_end_offset, self.log.last_fetched_epoch,
-            ), voter)
+            self.deliver_request(
+                self.fetch_request(
+                    client.epoch,
+                    voter,
+                    self.log.log_end_offset,
+                    self.log.last_fetched_epoch,
+                ),
+                voter,
+            )
             self.poll()
         self.sent_responses(FetchResponse)
         high_watermark = client.high_watermark
@@ -344,10 +372,10 @@ class RaftTestContext(Generic[T]):
 class RaftClientBuilder(Generic[T]):
     """Builds a :class:`RaftTestContext` in a given situation, Kafka-test style::
 
-        context = (RaftClientBuilder(local_id=1, voters=(1, 2, 3))
-                   .with_elected_leader(epoch=5, leader_id=2)
-                   .append_to_log(epoch=3, records=[b"a", b"b"])
-                   .build())
+    context = (RaftClientBuilder(local_id=1, voters=(1, 2, 3))
+               .with_elected_leader(epoch=5, leader_id=2)
+               .append_to_log(epoch=3, records=[b"a", b"b"])
+               .build())
     """
 
     def __init__(

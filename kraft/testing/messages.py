@@ -71,8 +71,11 @@ def fetch_request(
     """A Fetch from ``replica_id`` in ``epoch`` at ``fetch_offset`` (its log end), whose last
     record has ``last_fetched_epoch``; ``high_watermark`` is the fetcher's (KIP-1166)."""
     return FetchRequest(
-        replica_id=replica_id, current_leader_epoch=epoch, fetch_offset=fetch_offset,
-        last_fetched_epoch=last_fetched_epoch, max_wait_ms=max_wait_ms,
+        replica_id=replica_id,
+        current_leader_epoch=epoch,
+        fetch_offset=fetch_offset,
+        last_fetched_epoch=last_fetched_epoch,
+        max_wait_ms=max_wait_ms,
         high_watermark=high_watermark,
     )
 
@@ -89,8 +92,12 @@ def vote_request(
     """A (pre-)vote request from ``candidate_id`` whose log ends at ``last_offset`` in
     ``last_epoch``; ``fields`` sets any other ``VoteRequest`` field (``voter_id=...``)."""
     return VoteRequest(
-        replica_epoch=epoch, replica_id=candidate_id, last_offset_epoch=last_epoch,
-        last_offset=last_offset, pre_vote=pre_vote, **fields,
+        replica_epoch=epoch,
+        replica_id=candidate_id,
+        last_offset_epoch=last_epoch,
+        last_offset=last_offset,
+        pre_vote=pre_vote,
+        **fields,
     )
 
 
@@ -99,7 +106,9 @@ def begin_epoch_request(epoch: int, leader_id: int, voter_id: int = -1) -> Begin
     give every voter (``voter_endpoint``)."""
     endpoint = voter_endpoint(leader_id)
     return BeginQuorumEpochRequest(
-        leader_id=leader_id, leader_epoch=epoch, voter_id=voter_id,
+        leader_id=leader_id,
+        leader_epoch=epoch,
+        voter_id=voter_id,
         leader_endpoints=(Endpoint("CONTROLLER", endpoint.host, endpoint.port),),
     )
 
@@ -116,8 +125,11 @@ def vote_response(
     """A voter's answer to a (pre-)vote in ``epoch``: ``granted`` or not, naming the leader it
     knows (-1: none); ``error`` is the partition error."""
     return VoteResponse(
-        partition_error_code=error, leader_id=leader_id, leader_epoch=epoch,
-        vote_granted=granted, **fields,
+        partition_error_code=error,
+        leader_id=leader_id,
+        leader_epoch=epoch,
+        vote_granted=granted,
+        **fields,
     )
 
 
@@ -127,7 +139,9 @@ def begin_epoch_response(
     """A voter's answer to a BeginQuorumEpoch: with no ``error``, it follows ``leader_id`` in
     ``epoch`` (the acknowledgement the leader counts)."""
     return BeginQuorumEpochResponse(
-        partition_error_code=error, leader_id=leader_id, leader_epoch=epoch,
+        partition_error_code=error,
+        leader_id=leader_id,
+        leader_epoch=epoch,
         **fields,
     )
 
@@ -137,7 +151,9 @@ def end_epoch_response(
 ) -> EndQuorumEpochResponse:
     """A voter's answer to an EndQuorumEpoch, naming the leader it knows in ``epoch``."""
     return EndQuorumEpochResponse(
-        partition_error_code=error, leader_id=leader_id, leader_epoch=epoch,
+        partition_error_code=error,
+        leader_id=leader_id,
+        leader_epoch=epoch,
         **fields,
     )
 
@@ -157,7 +173,9 @@ def fetch_response(
     or, with ``diverging_epoch`` (the end offset and epoch the fetcher must truncate to) or
     ``snapshot_id`` (the snapshot the fetcher must download), no records."""
     return FetchResponse(
-        partition_error_code=error, high_watermark=high_watermark, records=records,
+        partition_error_code=error,
+        high_watermark=high_watermark,
+        records=records,
         diverging_epoch=None if diverging_epoch is None else EpochEndOffset.of(diverging_epoch),
         snapshot_id=None if snapshot_id is None else SnapshotId.of(snapshot_id),
         current_leader=LeaderIdAndEpoch(leader_id, epoch),
@@ -181,8 +199,11 @@ def fetch_snapshot_response(
     ``error``."""
     end = len(data) if length is None else position + length
     return FetchSnapshotResponse(
-        partition_error_code=error, snapshot_id=SnapshotId.of(snapshot_id),
-        current_leader=LeaderIdAndEpoch(leader_id, epoch), size=len(data), position=position,
+        partition_error_code=error,
+        snapshot_id=SnapshotId.of(snapshot_id),
+        current_leader=LeaderIdAndEpoch(leader_id, epoch),
+        size=len(data),
+        position=position,
         unaligned_records=b"" if error else data[position:end],
         **fields,
     )

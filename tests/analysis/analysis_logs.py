@@ -11,29 +11,65 @@ from kraft.simulation.events import EventLog
 class RunLog:
     """One run's ``events.jsonl``, event by event, in the sweep layout under ``root``."""
 
-    def __init__(self, root: Path, scenario: str = "crafted", seed: int = 1, voters: int = 3,
-                 observers: int = 0) -> None:
+    def __init__(
+        self,
+        root: Path,
+        scenario: str = "crafted",
+        seed: int = 1,
+        voters: int = 3,
+        observers: int = 0,
+    ) -> None:
         self.path = root / scenario / f"seed-{seed}" / "events.jsonl"
         self.log = EventLog(f"{scenario}/{seed}", seed, scenario, self.path)
         self.roles: dict[int, tuple[str, int]] = {}
-        self.log.emit(0, "run_started", details={
-            "voters": voters, "observers": observers,
-            "config": {"election_timeout_ms": 1000, "fetch_timeout_ms": 2000,
-                       "append_linger_ms": 25, "fetch_max_wait_ms": 500},
-        })
+        self.log.emit(
+            0,
+            "run_started",
+            details={
+                "voters": voters,
+                "observers": observers,
+                "config": {
+                    "election_timeout_ms": 1000,
+                    "fetch_timeout_ms": 2000,
+                    "append_linger_ms": 25,
+                    "fetch_max_wait_ms": 500,
+                },
+            },
+        )
         for node in range(1, voters + observers + 1):
             self.start(0, node)
 
     def start(self, t: int, node: int, epoch: int = 0, role: str = "Unattached") -> None:
-        self.log.emit(t, "node_started", node=node, epoch=epoch, role=role, log_end_offset=0,
-                      high_watermark=0, details={"incarnation": 1})
+        self.log.emit(
+            t,
+            "node_started",
+            node=node,
+            epoch=epoch,
+            role=role,
+            log_end_offset=0,
+            high_watermark=0,
+            details={"incarnation": 1},
+        )
         self.state(t, node, role, epoch)
 
-    def state(self, t: int, node: int, role: str, epoch: int, *, leader: int = -1,
-              high_watermark: int = 0, kind: str = "state_changed") -> None:
+    def state(
+        self,
+        t: int,
+        node: int,
+        role: str,
+        epoch: int,
+        *,
+        leader: int = -1,
+        high_watermark: int = 0,
+        kind: str = "state_changed",
+    ) -> None:
         before_role, before_epoch = self.roles.get(node, ("Down", -1))
-        fields: dict[str, Any] = {"node": node, "log_end_offset": 0,
-                                  "high_watermark": high_watermark, "role": role}
+        fields: dict[str, Any] = {
+            "node": node,
+            "log_end_offset": 0,
+            "high_watermark": high_watermark,
+            "role": role,
+        }
         if role == "Down":
             details: dict[str, Any] = {"from_role": "crashed"}
         else:
@@ -42,14 +78,33 @@ class RunLog:
         self.roles[node] = (role, epoch)
         self.log.emit(t, kind, details=details if kind == "state_changed" else None, **fields)
 
-    def commit(self, t: int, node: int, offset: int, *, epoch: int, latency_ms: int,
-               checksum: int, base_offset: int | None = None, count: int = 1,
-               high_watermark: int | None = None) -> None:
+    def commit(
+        self,
+        t: int,
+        node: int,
+        offset: int,
+        *,
+        epoch: int,
+        latency_ms: int,
+        checksum: int,
+        base_offset: int | None = None,
+        count: int = 1,
+        high_watermark: int | None = None,
+    ) -> None:
         role, _ = self.roles[node]
-        self.log.emit(t, "batch_committed", node=node, epoch=epoch, role=role, offset=offset,
-                      base_offset=offset if base_offset is None else base_offset,
-                      checksum=checksum, count=count, latency_ms=latency_ms,
-                      high_watermark=offset + 1 if high_watermark is None else high_watermark)
+        self.log.emit(
+            t,
+            "batch_committed",
+            node=node,
+            epoch=epoch,
+            role=role,
+            offset=offset,
+            base_offset=offset if base_offset is None else base_offset,
+            checksum=checksum,
+            count=count,
+            latency_ms=latency_ms,
+            high_watermark=offset + 1 if high_watermark is None else high_watermark,
+        )
 
     def append(self, t: int, accepted: bool = True) -> None:
         if accepted:
@@ -58,12 +113,14 @@ class RunLog:
             self.log.emit(t, "append_refused", count=1)
 
     def fault(self, t: int, fault: str, targets: list[int], index: int = 0) -> None:
-        self.log.emit(t, "fault_injected",
-                      details={"fault": fault, "index": index, "targets": targets})
+        self.log.emit(
+            t, "fault_injected", details={"fault": fault, "index": index, "targets": targets}
+        )
 
     def close(self, t: int) -> Path:
-        self.log.emit(t, "run_finished",
-                      details={"violations": 0, "events": self.log.count + 1, "faults": 0})
+        self.log.emit(
+            t, "run_finished", details={"violations": 0, "events": self.log.count + 1, "faults": 0}
+        )
         self.log.close()
         return self.path
 
@@ -90,8 +147,14 @@ def golden_run(root: Path, scenario: str = "crafted", seed: int = 1) -> RunLog:
         run.append(t - 5)
         run.commit(t, 1, offset, epoch=1, latency_ms=10 * (i + 1), checksum=checksum_of(offset))
         for node in (2, 3):
-            run.commit(t + 5, node, offset, epoch=1, latency_ms=10 * (i + 1) + 5,
-                       checksum=checksum_of(offset))
+            run.commit(
+                t + 5,
+                node,
+                offset,
+                epoch=1,
+                latency_ms=10 * (i + 1) + 5,
+                checksum=checksum_of(offset),
+            )
     run.fault(2000, "kill", [1])
     run.state(2000, 1, "Down", 1)
     for t in range(2100, 3000, 100):

@@ -14,12 +14,16 @@ from kraft.analysis import spark_session
 def spark() -> Iterator[Any]:
     pytest.importorskip("pyspark")
     session = spark_session(
-        "local[2]", app_name="kraft-analysis-tests",
-        conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2",
-              "spark.driver.memory": "1g",
-              # The JVM's C1 compiler only: these small jobs end before C2 pays off, and
-              # its compiling competes for the two cores (a cold job takes half the time).
-              "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"},
+        "local[2]",
+        app_name="kraft-analysis-tests",
+        conf={
+            "spark.sql.shuffle.partitions": "2",
+            "spark.default.parallelism": "2",
+            "spark.driver.memory": "1g",
+            # The JVM's C1 compiler only: these small jobs end before C2 pays off, and
+            # its compiling competes for the two cores (a cold job takes half the time).
+            "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
+        },
     )
     yield session
     session.stop()

@@ -24,8 +24,12 @@ def corrupt_first_commit(log: Path) -> None:
     says it committed another batch at that offset."""
     lines = log.read_text().splitlines(keepends=True)
     event = json.loads(next(line for line in lines if '"batch_committed"' in line))
-    event.update(seq=len(lines), checksum=event["checksum"] ^ 1, high_watermark=10**9,
-                 time_ms=json.loads(lines[-1])["time_ms"])
+    event.update(
+        seq=len(lines),
+        checksum=event["checksum"] ^ 1,
+        high_watermark=10**9,
+        time_ms=json.loads(lines[-1])["time_ms"],
+    )
     lines.insert(len(lines) - 1, json.dumps(event, separators=(",", ":")) + "\n")
     log.write_text("".join(lines))
 
@@ -48,8 +52,9 @@ def _row(section: str, first_cell: str) -> dict[str, str]:
     raise AssertionError(f"no row {first_cell!r} in {section}")
 
 
-def test_analyze_writes_the_report(spark: Any, tmp_path: Path,
-                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_analyze_writes_the_report(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     sweep = tmp_path / "sweep"
     for scenario in ("leader_failure", "lossy_network"):
         for seed in (1, 2):
@@ -58,33 +63,45 @@ def test_analyze_writes_the_report(spark: Any, tmp_path: Path,
     out = tmp_path / "report"
 
     # Exit code 1: the logs show a safety violation.
-    assert main(["analyze", str(sweep), "--out", str(out), "--master", "local[2]",
-                 "--save-events"]) == 1
+    assert (
+        main(["analyze", str(sweep), "--out", str(out), "--master", "local[2]", "--save-events"])
+        == 1
+    )
     printed = capsys.readouterr()
-    assert "reading" in printed.err and "done" in printed.err   # progress, on stderr
+    assert "reading" in printed.err and "done" in printed.err  # progress, on stderr
     lines = printed.out.splitlines()
     assert lines[0].split()[:3] == ["scenario", "runs", "events"]
-    assert [line.split()[:2] for line in lines[1:3]] == [["leader_failure", "2"],
-                                                         ["lossy_network", "2"]]
-    assert lines[1].split()[-1] == "1" and lines[2].split()[-1] == "0"   # violations
+    assert [line.split()[:2] for line in lines[1:3]] == [
+        ["leader_failure", "2"],
+        ["lossy_network", "2"],
+    ]
+    assert lines[1].split()[-1] == "1" and lines[2].split()[-1] == "0"  # violations
     assert "4 runs" in printed.out and "1 safety violations" in printed.out
     assert lines[-1] == f"report: {out / 'report.md'}"
 
     report = (out / "report.md").read_text()
-    for heading in ("## Summary by scenario", "## Safety", "## Commit latency", "## Elections",
-                    "## Recovery by fault kind", "## Unavailability", "## Role timeline"):
+    for heading in (
+        "## Summary by scenario",
+        "## Safety",
+        "## Commit latency",
+        "## Elections",
+        "## Recovery by fault kind",
+        "## Unavailability",
+        "## Role timeline",
+    ):
         assert heading in report
     assert "**1 violations**" in report and "| committed_data | leader_failure/2 |" in report
-    for plot in ("commit_latency_cdf", "election_latency", "recovery_by_fault",
-                 "role_timeline"):
+    for plot in ("commit_latency_cdf", "election_latency", "recovery_by_fault", "role_timeline"):
         assert (out / "plots" / f"{plot}.png").read_bytes()[:4] == b"\x89PNG"
         assert f"(plots/{plot}.png)" in report
     # What each scenario was given, so that its numbers can be read; repairs are no faults.
     scenarios = _section(report, "## Scenarios")
     lossy = _row(scenarios, "lossy_network")
     assert lossy["runs"] == "2" and lossy["links at the start"] == "1-5 ms"
-    assert re.match(r"drop 0\.\d+-0\.\d+, duplicate 0\.\d+-0\.\d+, reorder 0\.\d+-0\.\d+",
-                    lossy["network faults set"]), lossy
+    assert re.match(
+        r"drop 0\.\d+-0\.\d+, duplicate 0\.\d+-0\.\d+, reorder 0\.\d+-0\.\d+",
+        lossy["network faults set"],
+    ), lossy
     assert lossy["faults injected"].startswith("network ")
     failure = _row(scenarios, "leader_failure")
     assert failure["network faults set"] == "none"

@@ -45,8 +45,12 @@ class Daemon:
         self.log = log.open("w")
         self.lines: queue.Queue[str] = queue.Queue()
         self.process = subprocess.Popen(
-            [str(SPARK_HOME / "bin" / "spark-class"), *args], env=env, text=True,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+            [str(SPARK_HOME / "bin" / "spark-class"), *args],
+            env=env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -83,15 +87,41 @@ def standalone_cluster(work: Path, env: dict[str, str]) -> Iterator[str]:
     port = free_port()
     url = f"spark://127.0.0.1:{port}"
     with ExitStack() as stack:
-        master = Daemon(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                         "--port", str(port), "--webui-port", str(free_port())],
-                        env, work / "master.log")
+        master = Daemon(
+            [
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--webui-port",
+                str(free_port()),
+            ],
+            env,
+            work / "master.log",
+        )
         stack.callback(master.stop)
         master.wait_for("I have been elected leader", START_TIMEOUT_S)
-        worker = Daemon(["org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1",
-                         "--port", str(free_port()), "--webui-port", str(free_port()),
-                         "--cores", "2", "--memory", "1g", "--work-dir", str(work / "worker")],
-                        env, work / "worker.log")
+        worker = Daemon(
+            [
+                "org.apache.spark.deploy.worker.Worker",
+                url,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(free_port()),
+                "--webui-port",
+                str(free_port()),
+                "--cores",
+                "2",
+                "--memory",
+                "1g",
+                "--work-dir",
+                str(work / "worker"),
+            ],
+            env,
+            work / "worker.log",
+        )
         stack.callback(worker.stop)
         worker.wait_for("Successfully registered with master", START_TIMEOUT_S)
         yield url
@@ -100,8 +130,9 @@ def standalone_cluster(work: Path, env: dict[str, str]) -> Iterator[str]:
 def test_the_job_runs_unchanged_on_a_standalone_cluster(tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
     for seed in (1, 2):
-        run_scenario("leader_failure", seed, sweep / "leader_failure" / f"seed-{seed}",
-                     message_events=False)
+        run_scenario(
+            "leader_failure", seed, sweep / "leader_failure" / f"seed-{seed}", message_events=False
+        )
     env = {
         **os.environ,
         "SPARK_HOME": str(SPARK_HOME),
@@ -115,13 +146,33 @@ def test_the_job_runs_unchanged_on_a_standalone_cluster(tmp_path: Path) -> None:
     out = tmp_path / "report"
     with standalone_cluster(tmp_path, env) as url:
         submitted = subprocess.run(
-            [str(SPARK_HOME / "bin" / "spark-submit"), "--master", url,
-             "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.ui.enabled=false",
-             "--conf", "spark.sql.shuffle.partitions=4", "--executor-memory", "1g",
-             "--conf", "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1",
-             "--conf", "spark.executor.extraJavaOptions=-XX:TieredStopAtLevel=1",
-             str(JOB), str(sweep), "--out", str(out), "--quiet"],
-            check=False, env=env, capture_output=True, text=True, timeout=JOB_TIMEOUT_S,
+            [
+                str(SPARK_HOME / "bin" / "spark-submit"),
+                "--master",
+                url,
+                "--conf",
+                "spark.driver.host=127.0.0.1",
+                "--conf",
+                "spark.ui.enabled=false",
+                "--conf",
+                "spark.sql.shuffle.partitions=4",
+                "--executor-memory",
+                "1g",
+                "--conf",
+                "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1",
+                "--conf",
+                "spark.executor.extraJavaOptions=-XX:TieredStopAtLevel=1",
+                str(JOB),
+                str(sweep),
+                "--out",
+                str(out),
+                "--quiet",
+            ],
+            check=False,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=JOB_TIMEOUT_S,
         )
     assert submitted.returncode == 0, submitted.stderr[-5000:]
     lines = submitted.stdout.splitlines()

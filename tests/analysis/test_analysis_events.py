@@ -22,13 +22,14 @@ def test_find_event_logs_in_each_layout(tmp_path: Path) -> None:
     assert find_event_logs(tmp_path / "sweep") == [first, second]
     assert find_event_logs(first.parent) == [first]
     assert find_event_logs(first) == [first]
-    assert find_event_logs(tmp_path) == [first, second]   # deeper: any tree of run dirs
+    assert find_event_logs(tmp_path) == [first, second]  # deeper: any tree of run dirs
     assert find_event_logs(tmp_path / "sweep" / "a" / "seed-9") == []
 
 
-def test_a_missing_pyspark_names_the_extra(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setitem(sys.modules, "pyspark", None)   # import pyspark raises ImportError
+def test_a_missing_pyspark_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "pyspark", None)  # import pyspark raises ImportError
     with pytest.raises(SparkUnavailableError, match=r"pip install 'kraft\[spark\]'"):
         require_pyspark()
     golden_run(tmp_path / "runs").close(10)
@@ -47,7 +48,7 @@ def test_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 def test_a_torn_line_is_left_out_and_parquet_reads_the_same(spark: Any, tmp_path: Path) -> None:
     path = golden_run(tmp_path / "runs").close(4000)
     with path.open("ab") as log:
-        log.write(b'{"v":1,"run_id":"crafted/1","seed":1,"scen')   # a run killed mid-write
+        log.write(b'{"v":1,"run_id":"crafted/1","seed":1,"scen')  # a run killed mid-write
     events = load_events(spark, tmp_path / "runs")
     lines = path.read_bytes().count(b"\n")
     assert events.count() == lines

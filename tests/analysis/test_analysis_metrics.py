@@ -35,8 +35,17 @@ def test_defaults_are_filled_in(events: Any) -> None:
 
 def test_elections_are_the_winners_campaigns(events: Any) -> None:
     found = sorted(rows(m.elections(events)), key=lambda r: r["elected_ms"])
-    assert [(r["leader"], r["epoch"], r["campaign_start_ms"], r["elected_ms"],
-             r["election_ms"], r["candidacies"]) for r in found] == [
+    assert [
+        (
+            r["leader"],
+            r["epoch"],
+            r["campaign_start_ms"],
+            r["elected_ms"],
+            r["election_ms"],
+            r["candidacies"],
+        )
+        for r in found
+    ] == [
         (1, 1, 1000, 1020, 20, 1),
         (2, 2, 3000, 3200, 200, 1),
     ]
@@ -68,7 +77,11 @@ def test_commit_latency_percentiles(events: Any) -> None:
     # On the leader: 10, 20, ..., 100 and 50 (offset 12); the control batch is not data.
     assert leader["batches"] == 11 and leader["voters"] == 3
     assert (leader["p50_ms"], leader["p90_ms"], leader["p99_ms"], leader["max_ms"]) == (
-        50, 90, 100, 100)
+        50,
+        90,
+        100,
+        100,
+    )
     voters = table["voters"]
     assert voters["batches"] == 32 and voters["max_ms"] == 105
     assert voters["p50_ms"] == 55
@@ -105,22 +118,38 @@ def test_repairs_are_no_faults_and_each_scenario_says_what_it_was_given(
 ) -> None:
     run = golden_run(tmp_path)
     run.fault(3500, "isolate", [3], index=1)
-    run.fault(3600, "heal", [], index=2)   # a repair: it ends the isolation
-    run.log.emit(3700, "fault_injected", details={
-        "fault": "network", "index": 3, "targets": [], "drop": 0.2, "latency_ms": [5, 50]})
-    run.log.emit(3800, "fault_injected", details={
-        "fault": "network", "index": 4, "targets": [], "drop": 0.0})
+    run.fault(3600, "heal", [], index=2)  # a repair: it ends the isolation
+    run.log.emit(
+        3700,
+        "fault_injected",
+        details={"fault": "network", "index": 3, "targets": [], "drop": 0.2, "latency_ms": [5, 50]},
+    )
+    run.log.emit(
+        3800, "fault_injected", details={"fault": "network", "index": 4, "targets": [], "drop": 0.0}
+    )
     run.close(4000)
     events = load_events(spark, tmp_path)
     assert sorted(r["fault"] for r in rows(m.fault_recovery(events))) == [
-        "isolate", "kill", "network", "network"]
+        "isolate",
+        "kill",
+        "network",
+        "network",
+    ]
     assert "heal" not in {r["fault"] for r in rows(m.by_fault(m.fault_recovery(events)))}
     assert rows(m.run_info(events))[0]["faults"] == 4
 
     (given,) = rows(m.scenario_parameters(events))
     assert (given["scenario"], given["runs"], given["min_voters"], given["max_voters"]) == (
-        "crafted", 1, 3, 3)
-    assert (given["min_drop"], given["max_drop"]) == (0.2, 0.2)   # the reset to 0 is no loss
+        "crafted",
+        1,
+        3,
+        3,
+    )
+    assert (given["min_drop"], given["max_drop"]) == (0.2, 0.2)  # the reset to 0 is no loss
     assert (given["latency_lo_ms"], given["latency_hi_ms"]) == (5, 50)
     assert [(i["fault"], i["count"], i["repair"]) for i in given["injected"]] == [
-        ("isolate", 1, False), ("kill", 1, False), ("network", 2, False), ("heal", 1, True)]
+        ("isolate", 1, False),
+        ("kill", 1, False),
+        ("network", 2, False),
+        ("heal", 1, True),
+    ]

@@ -51,8 +51,7 @@ def test_committed_data_differs(spark: Any, tmp_path: Path) -> None:
         # Node 3 commits another batch at offset 12 than node 2 did.
         run.commit(3500, 3, 12, epoch=2, latency_ms=1, checksum=checksum_of(12) + 1)
 
-    assert found(spark, corrupted(tmp_path, corrupt)) == [
-        ("committed_data", "crafted/1", 3, 2, 12)]
+    assert found(spark, corrupted(tmp_path, corrupt)) == [("committed_data", "crafted/1", 3, 2, 12)]
 
 
 def test_committed_batches_cut_differently(spark: Any, tmp_path: Path) -> None:
@@ -61,16 +60,17 @@ def test_committed_batches_cut_differently(spark: Any, tmp_path: Path) -> None:
         run.commit(3500, 3, 12, base_offset=11, epoch=2, latency_ms=1, checksum=77, count=2)
 
     violations = found(spark, corrupted(tmp_path, corrupt))
-    assert violations == [("committed_data", "crafted/1", 3, 2, 11),
-                          ("committed_data", "crafted/1", 3, 2, 12)]
+    assert violations == [
+        ("committed_data", "crafted/1", 3, 2, 11),
+        ("committed_data", "crafted/1", 3, 2, 12),
+    ]
 
 
 def test_two_leaders_in_one_epoch(spark: Any, tmp_path: Path) -> None:
     def corrupt(run: RunLog) -> None:
         run.state(3500, 3, "Leader", 2, leader=3, high_watermark=13)
 
-    assert found(spark, corrupted(tmp_path, corrupt)) == [
-        ("single_leader", "crafted/1", 3, 2, -1)]
+    assert found(spark, corrupted(tmp_path, corrupt)) == [("single_leader", "crafted/1", 3, 2, -1)]
     detail = s.single_leader(load_events(spark, tmp_path)).first()["detail"]
     assert detail == "epoch 2 has 2 leaders: nodes 2, 3"
 
@@ -80,7 +80,8 @@ def test_high_watermark_goes_back(spark: Any, tmp_path: Path) -> None:
         run.state(3500, 3, "Follower", 2, leader=2, high_watermark=5)
 
     assert found(spark, corrupted(tmp_path, corrupt)) == [
-        ("monotonic_high_watermark", "crafted/1", 3, 2, -1)]
+        ("monotonic_high_watermark", "crafted/1", 3, 2, -1)
+    ]
 
 
 def test_epoch_goes_back(spark: Any, tmp_path: Path) -> None:
@@ -88,13 +89,15 @@ def test_epoch_goes_back(spark: Any, tmp_path: Path) -> None:
         run.state(3500, 3, "Follower", 1, leader=1, high_watermark=13)
 
     assert found(spark, corrupted(tmp_path, corrupt)) == [
-        ("monotonic_epoch", "crafted/1", 3, 1, -1)]
+        ("monotonic_epoch", "crafted/1", 3, 1, -1)
+    ]
 
 
 def test_an_epoch_goes_back_across_a_restart_but_not_a_wipe(spark: Any, tmp_path: Path) -> None:
     def corrupt(run: RunLog) -> None:
         run.state(3500, 3, "Down", 2)
-        run.start(3500, 3, epoch=0)   # a restart that forgot its persisted epoch
+        run.start(3500, 3, epoch=0)  # a restart that forgot its persisted epoch
 
     assert found(spark, corrupted(tmp_path, corrupt)) == [
-        ("monotonic_epoch", "crafted/1", 3, 0, -1)]
+        ("monotonic_epoch", "crafted/1", 3, 0, -1)
+    ]

@@ -68,7 +68,7 @@ def main() -> None:
         generated_s = time.perf_counter() - started
         size = sum(p.stat().st_size for p in runs.rglob("events.jsonl"))
         spark = spark_session(args.master)
-        analyze(spark, str(base), args.dir / "warm")   # JVM warm-up, not timed
+        analyze(spark, str(base), args.dir / "warm")  # JVM warm-up, not timed
         json_run = analyze(spark, str(runs), args.dir / "report-json")
         started = time.perf_counter()
         converted = args.dir / "report-parquet"
@@ -80,11 +80,15 @@ def main() -> None:
             "json_bytes": size,
             "generated_s": round(generated_s, 1),
             "master": args.master,
-            "json": {"s": round(json_run.elapsed_s, 1), "events_per_s": round(
-                json_run.events_per_s)},
+            "json": {
+                "s": round(json_run.elapsed_s, 1),
+                "events_per_s": round(json_run.events_per_s),
+            },
             "json_to_parquet_then_analyze": {"s": round(convert_and_analyze_s, 1)},
-            "parquet": {"s": round(parquet_only.elapsed_s, 1),
-                        "events_per_s": round(parquet_only.events_per_s)},
+            "parquet": {
+                "s": round(parquet_only.elapsed_s, 1),
+                "events_per_s": round(parquet_only.events_per_s),
+            },
         }
         assert json_run.events == parquet_run.events == parquet_only.events == total
         spark.stop()
@@ -95,12 +99,18 @@ def main() -> None:
         print(json.dumps(results, indent=2))
         return
     print(f"analysis: {total:,} events ({size / 1e6:,.0f} MB of JSON Lines) on {args.master}")
-    print(f"  JSON Lines  {results['json']['s']:>7} s  {results['json']['events_per_s']:>10,} "
-          "events/s")
-    print(f"  Parquet     {results['parquet']['s']:>7} s  "
-          f"{results['parquet']['events_per_s']:>10,} events/s")
-    print(f"  (converting JSON to Parquet and analysing: "
-          f"{results['json_to_parquet_then_analyze']['s']} s)")
+    print(
+        f"  JSON Lines  {results['json']['s']:>7} s  {results['json']['events_per_s']:>10,} "
+        "events/s"
+    )
+    print(
+        f"  Parquet     {results['parquet']['s']:>7} s  "
+        f"{results['parquet']['events_per_s']:>10,} events/s"
+    )
+    print(
+        f"  (converting JSON to Parquet and analysing: "
+        f"{results['json_to_parquet_then_analyze']['s']} s)"
+    )
 
 
 if __name__ == "__main__":

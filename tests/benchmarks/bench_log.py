@@ -74,10 +74,22 @@ class Sizes:
     segment_mib: int
 
 
-QUICK = Sizes(record_bytes=100, codec_records=300_000, leader_mib=64, follower_mib=256,
-              recovery_mib=1024, segment_mib=128)
-FULL = Sizes(record_bytes=100, codec_records=2_000_000, leader_mib=256, follower_mib=1024,
-             recovery_mib=1024, segment_mib=128)
+QUICK = Sizes(
+    record_bytes=100,
+    codec_records=300_000,
+    leader_mib=64,
+    follower_mib=256,
+    recovery_mib=1024,
+    segment_mib=128,
+)
+FULL = Sizes(
+    record_bytes=100,
+    codec_records=2_000_000,
+    leader_mib=256,
+    follower_mib=1024,
+    recovery_mib=1024,
+    segment_mib=128,
+)
 
 
 def make_values(count: int, size: int) -> list[bytes]:
@@ -131,8 +143,13 @@ def bench_decode(sizes: Sizes, per_batch: int) -> list[Result]:
         rounds += 1
     return [
         records,
-        Result("decode", f"{per_batch} records/batch, CRC only", crc_only, count * rounds,
-               len(buf) * rounds),
+        Result(
+            "decode",
+            f"{per_batch} records/batch, CRC only",
+            crc_only,
+            count * rounds,
+            len(buf) * rounds,
+        ),
     ]
 
 
@@ -157,13 +174,12 @@ def bench_leader_append(
 
     seconds, written = timed_then_remove(log, directory, run)
     mode = {None: "no fsync", 1: "fsync/batch"}.get(fsync_every, f"fsync/{fsync_every} batches")
-    return Result("leader append", f"{per_batch} records/batch, {mode}", seconds,
-                  batches * per_batch, written)
+    return Result(
+        "leader append", f"{per_batch} records/batch, {mode}", seconds, batches * per_batch, written
+    )
 
 
-def timed_then_remove(
-    log: FileLog, directory: Path, run: Callable[[], None]
-) -> tuple[float, int]:
+def timed_then_remove(log: FileLog, directory: Path, run: Callable[[], None]) -> tuple[float, int]:
     """Time ``run`` on ``log``; return the seconds and the bytes it wrote, then delete the log."""
     try:
         return timed(run), log.size_in_bytes()
@@ -172,12 +188,12 @@ def timed_then_remove(
         shutil.rmtree(directory)
 
 
-def encode_chunks(total_bytes: int, chunk_bytes: int, per_batch: int,
-                  record_bytes: int) -> Iterator[bytes]:
+def encode_chunks(
+    total_bytes: int, chunk_bytes: int, per_batch: int, record_bytes: int
+) -> Iterator[bytes]:
     """Whole batches of ``per_batch`` records, grouped into chunks of about ``chunk_bytes``,
     with consecutive offsets from 0 (a template batch moved with ``with_base_offset``)."""
-    template = encode_batch(0, 1, make_values(per_batch, record_bytes),
-                            timestamp_ms=TIMESTAMP_MS)
+    template = encode_batch(0, 1, make_values(per_batch, record_bytes), timestamp_ms=TIMESTAMP_MS)
     per_chunk = max(1, chunk_bytes // len(template))
     offset = 0
     for _ in range(max(1, total_bytes // (per_chunk * len(template)))):
@@ -200,8 +216,13 @@ def bench_follower_append(directory: Path, sizes: Sizes) -> Result:
 
     seconds, written = timed_then_remove(log, directory, run)
     size = len(chunks[0])
-    return Result("follower append", f"{len(chunks)} chunks of {size / MIB:.2f} MiB, fsync/chunk",
-                  seconds, records, written)
+    return Result(
+        "follower append",
+        f"{len(chunks)} chunks of {size / MIB:.2f} MiB, fsync/chunk",
+        seconds,
+        records,
+        written,
+    )
 
 
 # -- recovery ------------------------------------------------------------------------------
@@ -218,6 +239,7 @@ def bench_recovery(directory: Path, sizes: Sizes) -> list[Result]:
     segments = log.segments()
     early_roll = segments[1].base_offset if len(segments) > 1 else 0
     rest = sum(s.size for s in segments[1:]) if len(segments) > 1 else size
+
     def crash_reopen() -> float:
         # A crash long after the first roll: every batch past the recovery point is checked.
         (directory / RECOVERY_POINT).write_text(f"0\n{early_roll}\n")
@@ -295,13 +317,15 @@ def run_all(sizes: Sizes, directory: Path, groups: set[str], progress: bool) -> 
 def table(results: list[Result]) -> str:
     rows = [("benchmark", "config", "records/s", "MB/s", "seconds")]
     for r in results:
-        rows.append((
-            r.benchmark,
-            r.config,
-            f"{r.records_per_s:,.0f}" if r.records else "",
-            f"{r.mb_per_s:,.1f}" if r.bytes else "",
-            f"{r.seconds:.3f}",
-        ))
+        rows.append(
+            (
+                r.benchmark,
+                r.config,
+                f"{r.records_per_s:,.0f}" if r.records else "",
+                f"{r.mb_per_s:,.1f}" if r.bytes else "",
+                f"{r.seconds:.3f}",
+            )
+        )
     widths = [max(len(row[i]) for row in rows) for i in range(5)]
     lines = []
     for n, row in enumerate(rows):
@@ -318,10 +342,15 @@ def main(argv: list[str] | None = None) -> int:
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", help="small sizes (default; make bench)")
     mode.add_argument("--full", action="store_true", help="larger sizes, steadier numbers")
-    parser.add_argument("--dir", type=Path, default=REPO / "bench-data",
-                        help="scratch directory, deleted afterwards (default: bench-data/)")
-    parser.add_argument("--only", action="append", choices=GROUPS,
-                        help="run only these groups (repeatable)")
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=REPO / "bench-data",
+        help="scratch directory, deleted afterwards (default: bench-data/)",
+    )
+    parser.add_argument(
+        "--only", action="append", choices=GROUPS, help="run only these groups (repeatable)"
+    )
     parser.add_argument("--record-bytes", type=int, help="record value size")
     parser.add_argument("--codec-records", type=int, help="records encoded / decoded")
     parser.add_argument("--leader-mib", type=int, help="MiB written per leader-append run")
@@ -335,8 +364,14 @@ def main(argv: list[str] | None = None) -> int:
     sizes = FULL if args.full else QUICK
     overrides = {
         name: getattr(args, name)
-        for name in ("record_bytes", "codec_records", "leader_mib", "follower_mib",
-                     "recovery_mib", "segment_mib")
+        for name in (
+            "record_bytes",
+            "codec_records",
+            "leader_mib",
+            "follower_mib",
+            "recovery_mib",
+            "segment_mib",
+        )
         if getattr(args, name) is not None
     }
     sizes = Sizes(**{**asdict(sizes), **overrides})
@@ -352,11 +387,16 @@ def main(argv: list[str] | None = None) -> int:
             with contextlib.suppress(OSError):
                 args.dir.rmdir()  # only if nothing else lives there
     if args.json:
-        print(json.dumps({"sizes": asdict(sizes), "results": [r.as_json() for r in results]},
-                         indent=2))
+        print(
+            json.dumps(
+                {"sizes": asdict(sizes), "results": [r.as_json() for r in results]}, indent=2
+            )
+        )
     else:
-        print(f"{sizes.record_bytes}-byte records; segments of {sizes.segment_mib} MiB; "
-              f"total {elapsed:.1f} s")
+        print(
+            f"{sizes.record_bytes}-byte records; segments of {sizes.segment_mib} MiB; "
+            f"total {elapsed:.1f} s"
+        )
         print(table(results))
     return 0
 

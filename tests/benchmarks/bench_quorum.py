@@ -54,10 +54,15 @@ CASES = [
 
 def _quorum(root: Path, voters: int, linger_ms: int, hw_linger_ms: int = 0) -> LocalQuorum:
     return LocalQuorum(
-        root, voters,
-        quorum={"append_linger_ms": linger_ms, "election_timeout_ms": 500,
-                "fetch_high_watermark_linger_ms": hw_linger_ms,
-                "fetch_timeout_ms": 1000, "request_timeout_ms": 1000},
+        root,
+        voters,
+        quorum={
+            "append_linger_ms": linger_ms,
+            "election_timeout_ms": 500,
+            "fetch_high_watermark_linger_ms": hw_linger_ms,
+            "fetch_timeout_ms": 1000,
+            "request_timeout_ms": 1000,
+        },
         command=lambda node_id, config: [sys.executable, str(NODE), str(config)],
     )
 
@@ -68,16 +73,22 @@ def run_case(case: Case, seconds: float, root: Path) -> dict[str, Any]:
         leader = local.leader(TIMEOUT_S)
         answer = local.nodes[leader].request(
             f"load {seconds} {case.size} {case.window} {case.per_append}",
-            ("result", "error"), seconds + TIMEOUT_S,
+            ("result", "error"),
+            seconds + TIMEOUT_S,
         )
         if answer["event"] == "error":
             raise RuntimeError(f"{case.name}: {answer}")
         metrics = local.nodes[leader].request("metrics", ("metrics",), TIMEOUT_S)
-    return {"case": case.name, "voters": case.voters, "record_bytes": case.size,
-            "window": case.window, "records_per_append": case.per_append,
-            **{k: v for k, v in answer.items() if k not in ("event", "pid")},
-            "poll_idle_ratio": metrics.get("poll-idle-ratio-avg"),
-            "commit_latency_avg_ms": metrics.get("commit-latency-avg")}
+    return {
+        "case": case.name,
+        "voters": case.voters,
+        "record_bytes": case.size,
+        "window": case.window,
+        "records_per_append": case.per_append,
+        **{k: v for k, v in answer.items() if k not in ("event", "pid")},
+        "poll_idle_ratio": metrics.get("poll-idle-ratio-avg"),
+        "commit_latency_avg_ms": metrics.get("commit-latency-avg"),
+    }
 
 
 def run_failover(root: Path, rounds: int) -> dict[str, Any]:
@@ -99,12 +110,18 @@ def run_failover(root: Path, rounds: int) -> dict[str, Any]:
             times.append((event["t"] - killed_at) * 1000)
             restart_mark = local.nodes[leader].mark()
             local.nodes[leader].start()
-            local.nodes[leader].wait_for(lambda e: e.get("event") == "started", TIMEOUT_S,
-                                         since=restart_mark)
+            local.nodes[leader].wait_for(
+                lambda e: e.get("event") == "started", TIMEOUT_S, since=restart_mark
+            )
     times.sort()
-    return {"case": "failover-kill-9", "voters": 3, "rounds": rounds,
-            "p50_ms": round(times[len(times) // 2], 1), "max_ms": round(times[-1], 1),
-            "all_ms": [round(t, 1) for t in times]}
+    return {
+        "case": "failover-kill-9",
+        "voters": 3,
+        "rounds": rounds,
+        "p50_ms": round(times[len(times) // 2], 1),
+        "max_ms": round(times[-1], 1),
+        "all_ms": [round(t, 1) for t in times],
+    }
 
 
 def main() -> int:
@@ -125,13 +142,19 @@ def main() -> int:
             continue
         result = run_case(case, seconds, root)
         results.append(result)
-        print(f"{case.name:<40} {result['records_per_s']:>9,} rec/s  {result['mb_per_s']:>7} MB/s"
-              f"  p50 {result['p50_ms']:>7} ms  p99 {result['p99_ms']:>7} ms", flush=True)
+        print(
+            f"{case.name:<40} {result['records_per_s']:>9,} rec/s  {result['mb_per_s']:>7} MB/s"
+            f"  p50 {result['p50_ms']:>7} ms  p99 {result['p99_ms']:>7} ms",
+            flush=True,
+        )
     if args.only is None or "failover-kill-9" in args.only:
         result = run_failover(root, failovers)
         results.append(result)
-        print(f"{'failover-kill-9':<40} p50 {result['p50_ms']} ms  max {result['max_ms']} ms "
-              f"over {failovers} kills", flush=True)
+        print(
+            f"{'failover-kill-9':<40} p50 {result['p50_ms']} ms  max {result['max_ms']} ms "
+            f"over {failovers} kills",
+            flush=True,
+        )
     if args.json is not None:
         with args.json.open("a") as out:
             for result in results:

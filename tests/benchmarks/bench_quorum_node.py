@@ -69,12 +69,18 @@ def percentile(sorted_values: list[float], fraction: float) -> float:
     return sorted_values[min(len(sorted_values) - 1, int(fraction * len(sorted_values)))]
 
 
-def run_load(node: RaftNode[bytes], tracker: CommitTracker, seconds: float, size: int,
-             window: int, per_append: int) -> dict[str, Any]:
+def run_load(
+    node: RaftNode[bytes],
+    tracker: CommitTracker,
+    seconds: float,
+    size: int,
+    window: int,
+    per_append: int,
+) -> dict[str, Any]:
     client = node.client
     epoch = client.leader_and_epoch().epoch
     records = [b"x" * size] * per_append
-    outstanding: deque[tuple[int, float]] = deque()   # (last offset, start time)
+    outstanding: deque[tuple[int, float]] = deque()  # (last offset, start time)
     latencies: list[float] = []
     committed_records = 0
     started = time.perf_counter()
@@ -102,7 +108,8 @@ def run_load(node: RaftNode[bytes], tracker: CommitTracker, seconds: float, size
     elapsed = time.perf_counter() - started
     latencies.sort()
     return {
-        "records": committed_records, "seconds": round(elapsed, 3),
+        "records": committed_records,
+        "seconds": round(elapsed, 3),
         "records_per_s": round(committed_records / elapsed),
         "mb_per_s": round(committed_records * size / elapsed / 1e6, 2),
         "appends": len(latencies),
@@ -116,8 +123,11 @@ def run_load(node: RaftNode[bytes], tracker: CommitTracker, seconds: float, size
 def main() -> int:
     if os.environ.get("KRAFT_SWITCH_INTERVAL"):
         sys.setswitchinterval(float(os.environ["KRAFT_SWITCH_INTERVAL"]))
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.WARNING,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     config = load_node_config(Path(sys.argv[1]))
     node: RaftNode[bytes] = RaftNode.from_config(config, BytesSerde())
     tracker = CommitTracker()
@@ -130,8 +140,12 @@ def main() -> int:
             if not words:
                 continue
             if words[0] == "load":
-                seconds, size, window, per_append = (float(words[1]), int(words[2]),
-                                                     int(words[3]), int(words[4]))
+                seconds, size, window, per_append = (
+                    float(words[1]),
+                    int(words[2]),
+                    int(words[3]),
+                    int(words[4]),
+                )
                 try:
                     result = run_load(node, tracker, seconds, size, window, per_append)
                 except KraftError as exc:

@@ -76,11 +76,15 @@ def main() -> None:
     if args.json:
         print(json.dumps(result))
     else:
-        print(f"3 clients in one process, 100-byte records, batches of {args.batch}: "
-              f"{result['throughput_records_per_s']:,} committed records/s "
-              "(delivered to all three listeners)")
-        print(f"single-record commit round trip, CPU: p50 {result['single_record_cpu_ms_p50']} "
-              f"ms, p99 {result['single_record_cpu_ms_p99']} ms")
+        print(
+            f"3 clients in one process, 100-byte records, batches of {args.batch}: "
+            f"{result['throughput_records_per_s']:,} committed records/s "
+            "(delivered to all three listeners)"
+        )
+        print(
+            f"single-record commit round trip, CPU: p50 {result['single_record_cpu_ms_p50']} "
+            f"ms, p99 {result['single_record_cpu_ms_p99']} ms"
+        )
 
 
 if __name__ == "__main__":

@@ -52,8 +52,9 @@ def write_snapshot(directory: Path, total_bytes: int) -> tuple[float, int, int]:
     group = [bytes([i % 251]) * RECORD_BYTES for i in range(PER_APPEND)]
     start = time.perf_counter()
     raw = FileRawSnapshotWriter.create(directory, SNAPSHOT_ID)
-    with SnapshotWriter(raw, BytesSerde(), last_contained_log_timestamp_ms=TIMESTAMP_MS,
-                        timestamp_ms=TIMESTAMP_MS) as writer:
+    with SnapshotWriter(
+        raw, BytesSerde(), last_contained_log_timestamp_ms=TIMESTAMP_MS, timestamp_ms=TIMESTAMP_MS
+    ) as writer:
         written = 0
         while written < records:
             chunk = group[: min(PER_APPEND, records - written)]
@@ -134,8 +135,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"write+freeze      {write_s:7.2f} s  {mb / write_s:8.1f} MB/s")
     print(f"validate-on-open  {validate_s:7.2f} s  {mb / validate_s:8.1f} MB/s")
     print(f"iterate           {iterate_s:7.2f} s  {mb / iterate_s:8.1f} MB/s")
-    print(f"transfer          {transfer_s:7.2f} s  {mb / transfer_s:8.1f} MB/s  "
-          f"({moved:,} bytes in {chunks} chunks of {chunk_bytes:,} B)")
+    print(
+        f"transfer          {transfer_s:7.2f} s  {mb / transfer_s:8.1f} MB/s  "
+        f"({moved:,} bytes in {chunks} chunks of {chunk_bytes:,} B)"
+    )
     return 0
 
 

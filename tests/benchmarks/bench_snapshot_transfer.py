@@ -83,25 +83,39 @@ class SnapshotLoaded(Listener[bytes]):
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=1024 * 1024)
-    parser.add_argument("--chunk-mib", type=float, default=8.0,
-                        help="fetch_snapshot_max_bytes in MiB (default 8, Kafka's)")
+    parser.add_argument(
+        "--chunk-mib",
+        type=float,
+        default=8.0,
+        help="fetch_snapshot_max_bytes in MiB (default 8, Kafka's)",
+    )
     parser.add_argument("--dir", type=Path, default=None)
     args = parser.parse_args()
     root = args.dir or Path(tempfile.mkdtemp(prefix="kraft-snapshot-transfer-"))
     cluster_id = random_uuid()
     port1, port2 = free_ports(2)
     chunk = int(args.chunk_mib * 1024 * 1024)
-    config = QuorumConfig(voters={1: Endpoint("127.0.0.1", port1)}, append_linger_ms=0,
-                          log_clean_interval_ms=100, fetch_snapshot_max_bytes=chunk,
-                          max_batch_size_bytes=8 * 1024 * 1024)
+    config = QuorumConfig(
+        voters={1: Endpoint("127.0.0.1", port1)},
+        append_linger_ms=0,
+        log_clean_interval_ms=100,
+        fetch_snapshot_max_bytes=chunk,
+        max_batch_size_bytes=8 * 1024 * 1024,
+    )
     for node_id in (1, 2):
         format_storage(root / f"node-{node_id}", cluster_id, node_id)
     leader: RaftNode[bytes] = RaftNode(
-        node_id=1, data_dir=root / "node-1", config=config, serde=BytesSerde(),
+        node_id=1,
+        data_dir=root / "node-1",
+        config=config,
+        serde=BytesSerde(),
         retention=SnapshotRetention(retained_snapshots=1, retention_bytes=0),
     )
     observer: RaftNode[bytes] = RaftNode(
-        node_id=2, data_dir=root / "node-2", config=config, serde=BytesSerde(),
+        node_id=2,
+        data_dir=root / "node-2",
+        config=config,
+        serde=BytesSerde(),
         listen=Endpoint("127.0.0.1", port2),
     )
     with leader:
@@ -136,9 +150,11 @@ def main() -> int:
         received = (root / "node-2" / CLUSTER_METADATA_DIR / snapshot_file.name).stat().st_size
     assert received == size and loaded.snapshot_id == maker.snapshot_id
     chunks = -(-size // chunk)
-    print(f"transfer: {size:,} bytes in {elapsed:.2f} s ({size / elapsed / 1e6:.1f} MB/s), "
-          f"{chunks} FetchSnapshot chunks of {chunk:,} bytes, node 2 start -> "
-          f"handle_load_snapshot")
+    print(
+        f"transfer: {size:,} bytes in {elapsed:.2f} s ({size / elapsed / 1e6:.1f} MB/s), "
+        f"{chunks} FetchSnapshot chunks of {chunk:,} bytes, node 2 start -> "
+        f"handle_load_snapshot"
+    )
     return 0
 
 

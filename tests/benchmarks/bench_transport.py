@@ -57,13 +57,24 @@ def make_tls(directory: Path) -> tuple[TlsConfig, TlsConfig]:
     return configs[0], configs[1]
 
 
-def serve(payload: int, tls: TlsConfig | None, stop: threading.Event,
-          ready: multiprocessing.connection.Connection | None = None) -> TrioNetworkChannel:
+def serve(
+    payload: int,
+    tls: TlsConfig | None,
+    stop: threading.Event,
+    ready: multiprocessing.connection.Connection | None = None,
+) -> TrioNetworkChannel:
     """Start the server channel and its answering thread; returns the channel (started)."""
     queue = BlockingMessageQueue()
-    channel = TrioNetworkChannel(node_id=2, cluster_id="bench", listen=Endpoint(HOST, 0),
-                                 peers={}, queue=queue, clock=ManualClock(), tls=tls,
-                                 thread_name="kraft-2-net")
+    channel = TrioNetworkChannel(
+        node_id=2,
+        cluster_id="bench",
+        listen=Endpoint(HOST, 0),
+        peers={},
+        queue=queue,
+        clock=ManualClock(),
+        tls=tls,
+        thread_name="kraft-2-net",
+    )
     channel.start()
     records = b"x" * payload
 
@@ -76,7 +87,8 @@ def serve(payload: int, tls: TlsConfig | None, stop: threading.Event,
             body = message.body
             if isinstance(body, FetchRequest):
                 reply: VoteResponse | FetchResponse = FetchResponse(
-                    high_watermark=body.fetch_offset, records=records)
+                    high_watermark=body.fetch_offset, records=records
+                )
             else:
                 reply = VoteResponse(vote_granted=True)
             respond(OutboundResponse(message.correlation_id, message.source, reply))
@@ -88,8 +100,9 @@ def serve(payload: int, tls: TlsConfig | None, stop: threading.Event,
     return channel
 
 
-def serve_in_child(payload: int, tls: TlsConfig | None,
-                   conn: multiprocessing.connection.Connection) -> None:
+def serve_in_child(
+    payload: int, tls: TlsConfig | None, conn: multiprocessing.connection.Connection
+) -> None:
     stop = threading.Event()
     channel = serve(payload, tls, stop, conn)
     conn.recv()  # anything: stop
@@ -111,14 +124,20 @@ def round_trips(
     return samples
 
 
-def pipelined(channel: TrioNetworkChannel, queue: BlockingMessageQueue, total: int,
-              window: int) -> float:
+def pipelined(
+    channel: TrioNetworkChannel, queue: BlockingMessageQueue, total: int, window: int
+) -> float:
     sent = answered = 0
     start = time.perf_counter()
     while answered < total:
         while sent < total and sent - answered < window:
-            body = FetchRequest(replica_id=1, current_leader_epoch=1, fetch_offset=sent,
-                                last_fetched_epoch=0, max_wait_ms=0)
+            body = FetchRequest(
+                replica_id=1,
+                current_leader_epoch=1,
+                fetch_offset=sent,
+                last_fetched_epoch=0,
+                max_wait_ms=0,
+            )
             channel.send(OutboundRequest(channel.new_correlation_id(), 2, body, 0))
             sent += 1
         message = queue.poll(5_000)
@@ -149,15 +168,23 @@ def main() -> None:
         else:
             context = multiprocessing.get_context("spawn")
             parent_conn, child_conn = context.Pipe()
-            child = context.Process(target=serve_in_child,
-                                    args=(args.payload, server_tls, child_conn))
+            child = context.Process(
+                target=serve_in_child, args=(args.payload, server_tls, child_conn)
+            )
             child.start()
             port = parent_conn.recv()
         queue = BlockingMessageQueue()
-        client = TrioNetworkChannel(node_id=1, cluster_id="bench", listen=None,
-                                    peers={2: Endpoint(HOST, port)}, queue=queue,
-                                    clock=ManualClock(), tls=client_tls,
-                                    request_timeout_ms=30_000, thread_name="kraft-1-net")
+        client = TrioNetworkChannel(
+            node_id=1,
+            cluster_id="bench",
+            listen=None,
+            peers={2: Endpoint(HOST, port)},
+            queue=queue,
+            clock=ManualClock(),
+            tls=client_tls,
+            request_timeout_ms=30_000,
+            thread_name="kraft-1-net",
+        )
         client.start()
         try:
             round_trips(client, queue, 200)  # connect and warm up
@@ -187,11 +214,15 @@ def main() -> None:
         return
     where = "one process" if args.same_process else "two processes"
     print(f"loopback, {where}{', TLS' if args.tls else ''}:")
-    print(f"  round trip (Vote, one at a time): p50 {result['round_trip_us_p50']} us, "
-          f"p99 {result['round_trip_us_p99']} us")
-    print(f"  pipelined Fetch ({args.window} outstanding, {args.payload}-byte answers): "
-          f"{result['pipelined_requests_per_s']:,} requests/s, "
-          f"{result['pipelined_payload_mb_per_s']} MB/s of payload")
+    print(
+        f"  round trip (Vote, one at a time): p50 {result['round_trip_us_p50']} us, "
+        f"p99 {result['round_trip_us_p99']} us"
+    )
+    print(
+        f"  pipelined Fetch ({args.window} outstanding, {args.payload}-byte answers): "
+        f"{result['pipelined_requests_per_s']:,} requests/s, "
+        f"{result['pipelined_payload_mb_per_s']} MB/s of payload"
+    )
 
 
 if __name__ == "__main__":

@@ -51,8 +51,9 @@ def test_no_command_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
 def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert run(capsys, "nonsense")[0] == 2
     assert run(capsys, "storage", "format", "dir")[0] == 2  # --cluster-id, --node-id missing
-    code, _, err = run(capsys, "storage", "format", "--cluster-id", CLUSTER_ID,
-                       "--node-id", "-3", "dir")
+    code, _, err = run(
+        capsys, "storage", "format", "--cluster-id", CLUSTER_ID, "--node-id", "-3", "dir"
+    )
     assert code == 2 and "negative" in err
 
 
@@ -74,34 +75,62 @@ def test_random_uuid(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_format_then_refuse_to_reformat(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data_dir = tmp_path / "node1"
-    code, out, _ = run(capsys, "storage", "format", "--cluster-id", CLUSTER_ID,
-                       "--node-id", "1", str(data_dir))
+    code, out, _ = run(
+        capsys, "storage", "format", "--cluster-id", CLUSTER_ID, "--node-id", "1", str(data_dir)
+    )
     assert code == 0 and "Formatted" in out
     meta = read_meta_properties(data_dir)
     assert (meta.cluster_id, meta.node_id) == (CLUSTER_ID, 1)
     assert (data_dir / "__cluster_metadata-0").is_dir()
     before = (data_dir / "meta.properties").read_bytes()
 
-    code, out, err = run(capsys, "storage", "format", "--cluster-id", CLUSTER_ID,
-                         "--node-id", "1", str(data_dir))
+    code, out, err = run(
+        capsys, "storage", "format", "--cluster-id", CLUSTER_ID, "--node-id", "1", str(data_dir)
+    )
     assert code == 1 and out == ""
     assert err.startswith("error: ") and "already formatted" in err and str(data_dir) in err
     assert (data_dir / "meta.properties").read_bytes() == before
 
     # --ignore-formatted: fine for the same cluster and node, an error for another node.
-    code, out, _ = run(capsys, "storage", "format", "-g", "--cluster-id", CLUSTER_ID,
-                       "--node-id", "1", str(data_dir))
+    code, out, _ = run(
+        capsys,
+        "storage",
+        "format",
+        "-g",
+        "--cluster-id",
+        CLUSTER_ID,
+        "--node-id",
+        "1",
+        str(data_dir),
+    )
     assert code == 0 and "already formatted" in out
-    code, _, err = run(capsys, "storage", "format", "-g", "--cluster-id", CLUSTER_ID,
-                       "--node-id", "2", str(data_dir))
+    code, _, err = run(
+        capsys,
+        "storage",
+        "format",
+        "-g",
+        "--cluster-id",
+        CLUSTER_ID,
+        "--node-id",
+        "2",
+        str(data_dir),
+    )
     assert code == 1 and "node 1, not node 2" in err
 
 
 def test_format_rejects_a_cluster_id_that_is_not_a_uuid(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, _, err = run(capsys, "storage", "format", "--cluster-id", "my-cluster",
-                       "--node-id", "1", str(tmp_path / "d"))
+    code, _, err = run(
+        capsys,
+        "storage",
+        "format",
+        "--cluster-id",
+        "my-cluster",
+        "--node-id",
+        "1",
+        str(tmp_path / "d"),
+    )
     assert code == 1 and err.startswith("error: cluster id") and "Uuid" in err
     assert not (tmp_path / "d").exists()
 
@@ -113,7 +142,8 @@ def test_info(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "(none" in out
 
     FileQuorumStateStore.in_directory(tmp_path).write_election_state(
-        ElectionState.with_elected_leader(7, 2))
+        ElectionState.with_elected_leader(7, 2)
+    )
     code, out, _ = run(capsys, "storage", "info", str(tmp_path))
     assert code == 0 and "epoch=7 leader_id=2" in out
 
@@ -192,11 +222,16 @@ def test_dump_reports_a_bad_crc_and_stops_at_a_truncated_tail(
     assert code == 1
     batches = [line for line in out.splitlines() if line.startswith("baseOffset")]
     assert [re.search(r"isvalid: (\w+)", b).group(1) for b in batches] == [  # type: ignore[union-attr]
-        "true", "false", "true"]
+        "true",
+        "false",
+        "true",
+    ]
     assert batches[2].startswith("baseOffset: 3 ")  # the dump went on past the bad CRC
     tail = out.splitlines()[-1]
-    assert tail.startswith(f"Found 30 invalid bytes at the end of {path}, "
-                           f"from byte position {tail_position}: truncated batch")
+    assert tail.startswith(
+        f"Found 30 invalid bytes at the end of {path}, "
+        f"from byte position {tail_position}: truncated batch"
+    )
     assert f"byte position {len(b0)}" in err and "bad CRC" in err
     assert f"30 unreadable bytes from byte position {tail_position}" in err
 
@@ -224,7 +259,9 @@ def test_dump_a_tail_of_zeros(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 def test_dump_records(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     record = SimpleRecord(b"v", key=b"k", headers=(("h", b"1"),), timestamp_ms=T0 + 5)
     path = write_segment(
-        tmp_path, 0, leader_change(0, 1),
+        tmp_path,
+        0,
+        leader_change(0, 1),
         encode_batch(1, 1, [b"hello", record], timestamp_ms=T0),
     )
     code, out, _ = run(capsys, "log", "dump", "--records", str(path))
@@ -233,17 +270,28 @@ def test_dump_records(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert records[0].startswith(f"| offset: 0 CreateTime: {T0} keySize: 4 ")
     assert "controlType: LEADER_CHANGE" in records[0]
     assert "control: LeaderChangeMessage(version=0, leader_id=1," in records[0]
-    assert records[1] == (f"| offset: 1 CreateTime: {T0} keySize: -1 valueSize: 5 "
-                          "headerKeys: [] key: None value: b'hello'")
-    assert records[2] == (f"| offset: 2 CreateTime: {T0 + 5} keySize: 1 valueSize: 1 "
-                          "headerKeys: [h] key: b'k' value: b'v'")
+    assert records[1] == (
+        f"| offset: 1 CreateTime: {T0} keySize: -1 valueSize: 5 "
+        "headerKeys: [] key: None value: b'hello'"
+    )
+    assert records[2] == (
+        f"| offset: 2 CreateTime: {T0 + 5} keySize: 1 valueSize: 1 "
+        "headerKeys: [h] key: b'k' value: b'v'"
+    )
 
 
 def test_dump_json_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     kraft_version = encode_control_value(KRaftVersionRecord(kraft_version=1))
-    b0 = encode_batch(0, 3, [SimpleRecord(kraft_version, key=KRAFT_VERSION_KEY),
-                             SimpleRecord(b"", key=b"\x00\x00\x00\x2a")],
-                      timestamp_ms=T0, control=True)
+    b0 = encode_batch(
+        0,
+        3,
+        [
+            SimpleRecord(kraft_version, key=KRAFT_VERSION_KEY),
+            SimpleRecord(b"", key=b"\x00\x00\x00\x2a"),
+        ],
+        timestamp_ms=T0,
+        control=True,
+    )
     b1 = corrupt_crc(data_batch(2, 3, [b"\x00\xff"]))
     path = write_segment(tmp_path, 0, b0, b1)
     code, out, _ = run(capsys, "log", "dump", "--json", "--records", str(path))
@@ -260,8 +308,10 @@ def test_dump_json_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert base64.b64decode(events[2]["key"]) == KRAFT_VERSION_KEY
     assert events[2]["control"] == {"version": 0, "kraft_version": 1}
     assert events[2]["control_error"] is None
-    assert events[3]["control"] is None and "unknown control record type 42" in \
-        events[3]["control_error"]
+    assert (
+        events[3]["control"] is None
+        and "unknown control record type 42" in events[3]["control_error"]
+    )
     bad = events[4]
     assert not bad["crc_valid"] and bad["position"] == len(b0) and bad["control_types"] is None
     assert events[5]["key"] is None and base64.b64decode(events[5]["value"]) == b"\x00\x00"
@@ -293,8 +343,10 @@ def test_dump_a_data_directory_finds_the_metadata_partition(
         code, out, _ = run(capsys, "log", "dump", str(path))
         assert code == 0
         dumping = [line for line in out.splitlines() if line.startswith("Dumping")]
-        assert dumping == [f"Dumping {partition / '00000000000000000000.log'}",
-                           f"Dumping {partition / '00000000000000000002.log'}"]
+        assert dumping == [
+            f"Dumping {partition / '00000000000000000000.log'}",
+            f"Dumping {partition / '00000000000000000002.log'}",
+        ]
         offsets = re.findall(r"^baseOffset: (\d+)", out, re.MULTILINE)
         assert offsets == ["0", "1", "2"]
 
@@ -319,11 +371,15 @@ def test_console_script(tmp_path: Path) -> None:
     script = Path(sys.executable).parent / "kraft"
     if not script.exists():
         pytest.skip("the kraft console script is not installed next to this interpreter")
-    uuid = subprocess.run([str(script), "storage", "random-uuid"], capture_output=True,
-                          text=True, check=True, timeout=60).stdout.strip()
+    uuid = subprocess.run(
+        [str(script), "storage", "random-uuid"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.strip()
     assert uuid_from_text(uuid)
-    args = [str(script), "storage", "format", "--cluster-id", uuid, "--node-id", "1",
-            str(tmp_path)]
+    args = [str(script), "storage", "format", "--cluster-id", uuid, "--node-id", "1", str(tmp_path)]
     subprocess.run(args, check=True, capture_output=True, timeout=60)
     again = subprocess.run(args, check=False, capture_output=True, text=True, timeout=60)
     assert again.returncode == 1
@@ -342,6 +398,8 @@ def test_dump_never_crashes_on_damaged_segments(
         segment[position] = data.draw(st.integers(0, 255))
     segment = segment[: data.draw(st.integers(0, len(segment)))]
     path = write_segment(tmp_path_factory.mktemp("fuzz"), 0, bytes(segment))
-    for argv in (["log", "dump", "--records", str(path)],
-                 ["log", "dump", "--json", "--records", str(path)]):
+    for argv in (
+        ["log", "dump", "--records", str(path)],
+        ["log", "dump", "--json", "--records", str(path)],
+    ):
         assert main(argv) in (0, 1)

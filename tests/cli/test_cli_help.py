@@ -26,7 +26,11 @@ def _walk(parser: argparse.ArgumentParser, path: str) -> Iterator[tuple[str, str
 def test_every_command_and_option_has_help_text() -> None:
     walked = dict(_walk(build_parser(), "kraft"))
     # The walk reaches the leaves of every group.
-    assert {"kraft sim run --scenario", "kraft sim replay run_dir", "kraft node start --config/-c",
-            "kraft quorum describe --bootstrap/-b", "kraft storage format"} <= set(walked)
-    assert [path for path, text in walked.items()
-            if not text or text == argparse.SUPPRESS] == []
+    assert {
+        "kraft sim run --scenario",
+        "kraft sim replay run_dir",
+        "kraft node start --config/-c",
+        "kraft quorum describe --bootstrap/-b",
+        "kraft storage format",
+    } <= set(walked)
+    assert [path for path, text in walked.items() if not text or text == argparse.SUPPRESS] == []

@@ -93,8 +93,9 @@ def test_sim_alone_prints_its_commands(capsys: pytest.CaptureFixture[str]) -> No
 
 def test_run_a_passing_scenario(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     out_dir = tmp_path / "run"
-    code, out, _ = run(capsys, "sim", "run", "--scenario", "initial_election", "--seed", "1",
-                       "--out", str(out_dir))
+    code, out, _ = run(
+        capsys, "sim", "run", "--scenario", "initial_election", "--seed", "1", "--out", str(out_dir)
+    )
     assert code == 0
     result = read_run(out_dir)
     assert out.splitlines() == [
@@ -109,9 +110,20 @@ def test_run_a_passing_scenario(capsys: pytest.CaptureFixture[str], tmp_path: Pa
 def test_run_a_failed_expectation(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, scenarios: Path
 ) -> None:
-    code, out, _ = run(capsys, "sim", "run", "--scenario", "cli_fails_on_even_seeds",
-                       "--seed", "2", "--out", str(tmp_path / "r"), "--no-message-events",
-                       "--scenarios", str(scenarios))
+    code, out, _ = run(
+        capsys,
+        "sim",
+        "run",
+        "--scenario",
+        "cli_fails_on_even_seeds",
+        "--seed",
+        "2",
+        "--out",
+        str(tmp_path / "r"),
+        "--no-message-events",
+        "--scenarios",
+        str(scenarios),
+    )
     assert code == 1
     lines = out.splitlines()
     assert lines[0].startswith("FAILED cli_fails_on_even_seeds seed 2: ")
@@ -128,61 +140,107 @@ def test_run_with_suppressed_faults(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, scenarios: Path
 ) -> None:
     # Fault 1 is the kill of node 2: without it the run passes.
-    code, _, _ = run(capsys, "sim", "run", "--scenario", "cli_fails_on_even_seeds",
-                     "--seed", "2", "--out", str(tmp_path), "--suppress", "1",
-                     "--scenarios", str(scenarios))
+    code, _, _ = run(
+        capsys,
+        "sim",
+        "run",
+        "--scenario",
+        "cli_fails_on_even_seeds",
+        "--seed",
+        "2",
+        "--out",
+        str(tmp_path),
+        "--suppress",
+        "1",
+        "--scenarios",
+        str(scenarios),
+    )
     assert code == 0
     result = read_run(tmp_path)
     assert result.suppressed == [1]
     assert [(f["kind"], f["suppressed"]) for f in result.faults][:2] == [
-        ("network", False), ("kill", True),
+        ("network", False),
+        ("kill", True),
     ]
 
 
 def test_run_an_invariant_violation_prints_the_report(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, scenarios: Path
 ) -> None:
-    code, out, _ = run(capsys, "sim", "run", "--scenario", "cli_violation", "--seed", "7",
-                       "--out", str(tmp_path), "--scenarios", str(scenarios))
+    code, out, _ = run(
+        capsys,
+        "sim",
+        "run",
+        "--scenario",
+        "cli_violation",
+        "--seed",
+        "7",
+        "--out",
+        str(tmp_path),
+        "--scenarios",
+        str(scenarios),
+    )
     assert code == 1
     assert "invariant counter violated at" in out
     assert "a problem made up by the test" in out and "the last" in out
     assert out.rstrip().endswith(
-        f"replay: kraft sim run --scenario cli_violation --seed 7 --scenarios "
-        f"{scenarios.resolve()}"
+        f"replay: kraft sim run --scenario cli_violation --seed 7 --scenarios {scenarios.resolve()}"
     )
 
 
 def test_run_defaults_its_directory_under_sim_runs(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, scenarios: Path,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    scenarios: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    code, _, _ = run(capsys, "sim", "run", "--scenario", "cli_passes", "--seed", "3",
-                     "--scenarios", str(scenarios))
+    code, _, _ = run(
+        capsys,
+        "sim",
+        "run",
+        "--scenario",
+        "cli_passes",
+        "--seed",
+        "3",
+        "--scenarios",
+        str(scenarios),
+    )
     assert code == 0 and read_run(tmp_path / "sim-runs" / "cli_passes" / "seed-3").ok
 
 
 # -- bad input -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["run", "--scenario", "no_such_scenario", "--seed", "1"], "no scenario 'no_such_scenario'"),
-    (["run", "--scenario", "initial_election", "--seed", "one"], "--seed: 'one'"),
-    (["run", "--scenario", "initial_election", "--seed", "1", "--suppress", "1,x"],
-     "--suppress: 'x'"),
-    (["run", "--scenario", "initial_election", "--seed", "1", "--scenarios", "/nonexistent"],
-     "no scenario directory /nonexistent"),
-    (["sweep", "--scenario", "initial_election", "--seeds", "1-"], "bad seeds '1-'"),
-    (["sweep", "--scenario", "initial_election", "--seeds", "9-3"], "is empty"),
-    (["sweep", "--scenario", "initial_election", "--seeds", "1,,2"], "an empty item"),
-    (["sweep", "--scenario", "initial_election", "--seeds", "-5"], "bad seeds '-5'"),
-    (["sweep", "--scenario", "initial_election", "nope", "--seeds", "1"], "no scenario 'nope'"),
-    (["sweep", "--scenario", "initial_election", "--seeds", "1", "--jobs", "0"],
-     "--jobs: 0 is less than 1"),
-    (["replay", "/nonexistent/run"], "no run directory /nonexistent/run"),
-    (["shrink", "/nonexistent/run"], "no run directory /nonexistent/run"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["run", "--scenario", "no_such_scenario", "--seed", "1"],
+            "no scenario 'no_such_scenario'",
+        ),
+        (["run", "--scenario", "initial_election", "--seed", "one"], "--seed: 'one'"),
+        (
+            ["run", "--scenario", "initial_election", "--seed", "1", "--suppress", "1,x"],
+            "--suppress: 'x'",
+        ),
+        (
+            ["run", "--scenario", "initial_election", "--seed", "1", "--scenarios", "/nonexistent"],
+            "no scenario directory /nonexistent",
+        ),
+        (["sweep", "--scenario", "initial_election", "--seeds", "1-"], "bad seeds '1-'"),
+        (["sweep", "--scenario", "initial_election", "--seeds", "9-3"], "is empty"),
+        (["sweep", "--scenario", "initial_election", "--seeds", "1,,2"], "an empty item"),
+        (["sweep", "--scenario", "initial_election", "--seeds", "-5"], "bad seeds '-5'"),
+        (["sweep", "--scenario", "initial_election", "nope", "--seeds", "1"], "no scenario 'nope'"),
+        (
+            ["sweep", "--scenario", "initial_election", "--seeds", "1", "--jobs", "0"],
+            "--jobs: 0 is less than 1",
+        ),
+        (["replay", "/nonexistent/run"], "no run directory /nonexistent/run"),
+        (["shrink", "/nonexistent/run"], "no run directory /nonexistent/run"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(
     capsys: pytest.CaptureFixture[str], argv: list[str], message: str
 ) -> None:
@@ -200,8 +258,20 @@ def test_a_directory_that_is_not_a_run(capsys: pytest.CaptureFixture[str], tmp_p
 
 
 def test_shrink_refuses_a_passing_run(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    assert run(capsys, "sim", "run", "--scenario", "initial_election", "--seed", "1",
-               "--out", str(tmp_path))[0] == 0
+    assert (
+        run(
+            capsys,
+            "sim",
+            "run",
+            "--scenario",
+            "initial_election",
+            "--seed",
+            "1",
+            "--out",
+            str(tmp_path),
+        )[0]
+        == 0
+    )
     code, _, err = run(capsys, "sim", "shrink", str(tmp_path))
     assert code == 2 and "passed: nothing to shrink" in err
 
@@ -225,15 +295,37 @@ def test_parse_and_format_seeds() -> None:
 def test_sweep_two_scenarios_in_two_workers(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, scenarios: Path
 ) -> None:
-    code, out, err = run(capsys, "sim", "sweep",
-                         "--scenario", "cli_passes,cli_fails_on_even_seeds",
-                         "--seeds", "1-3", "--jobs", "2", "--out", str(tmp_path),
-                         "--scenarios", str(scenarios))
+    code, out, err = run(
+        capsys,
+        "sim",
+        "sweep",
+        "--scenario",
+        "cli_passes,cli_fails_on_even_seeds",
+        "--seeds",
+        "1-3",
+        "--jobs",
+        "2",
+        "--out",
+        str(tmp_path),
+        "--scenarios",
+        str(scenarios),
+    )
     assert code == 1
     assert "sweep: 6/6 runs, 1 failed" in err
     lines = out.splitlines()
-    assert lines[0].split() == ["scenario", "runs", "failed", "violations", "failed", "exp.",
-                                "simulated", "s", "wall", "s", "sim/wall"]
+    assert lines[0].split() == [
+        "scenario",
+        "runs",
+        "failed",
+        "violations",
+        "failed",
+        "exp.",
+        "simulated",
+        "s",
+        "wall",
+        "s",
+        "sim/wall",
+    ]
     assert lines[1].split()[:5] == ["cli_passes", "3", "0", "0", "0"]
     assert lines[2].split()[:5] == ["cli_fails_on_even_seeds", "3", "1", "0", "1"]
     assert lines[3].split()[:5] == ["total", "6", "1", "0", "1"]
@@ -256,15 +348,32 @@ def test_sweep_two_scenarios_in_two_workers(
     assert per["cli_passes"]["simulated_s"] > 0 and per["cli_passes"]["wall_s"] > 0
     [failed] = summary["failed"]
     assert (failed["scenario"], failed["seed"], failed["failure_kinds"]) == (
-        "cli_fails_on_even_seeds", 2, ["expectation"])
+        "cli_fails_on_even_seeds",
+        2,
+        ["expectation"],
+    )
 
 
 def test_sweep_all_in_this_process(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, scenarios: Path
 ) -> None:
-    code, out, _ = run(capsys, "sim", "sweep", "--scenario", "all", "--seeds", "1",
-                       "--jobs", "1", "--keep-passing", "no", "--out", str(tmp_path),
-                       "--scenarios", str(scenarios))
+    code, out, _ = run(
+        capsys,
+        "sim",
+        "sweep",
+        "--scenario",
+        "all",
+        "--seeds",
+        "1",
+        "--jobs",
+        "1",
+        "--keep-passing",
+        "no",
+        "--out",
+        str(tmp_path),
+        "--scenarios",
+        str(scenarios),
+    )
     assert code == 1  # cli_violation always fails, cli_raises always raises
     assert "cli_violation seed 1 (counter)" in out
     assert "cli_raises seed 1 (RuntimeError: a bug in the scenario)" in out
@@ -272,7 +381,10 @@ def test_sweep_all_in_this_process(
     assert read_run(tmp_path / "cli_violation" / "seed-1").violations
     summary = json.loads((tmp_path / "sweep.json").read_text())
     assert summary["scenarios"] == [
-        "cli_fails_on_even_seeds", "cli_passes", "cli_raises", "cli_violation",
+        "cli_fails_on_even_seeds",
+        "cli_passes",
+        "cli_raises",
+        "cli_violation",
     ]
     assert summary["total"]["failed"] == 2
     raised = next(r for r in summary["failed"] if r["scenario"] == "cli_raises")
@@ -282,18 +394,45 @@ def test_sweep_all_in_this_process(
 def test_a_sweep_that_passes_exits_0(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, scenarios: Path
 ) -> None:
-    code, out, _ = run(capsys, "sim", "sweep", "--scenario", "cli_passes", "--seeds", "4,5",
-                       "--jobs", "1", "--out", str(tmp_path), "--scenarios", str(scenarios))
+    code, out, _ = run(
+        capsys,
+        "sim",
+        "sweep",
+        "--scenario",
+        "cli_passes",
+        "--seeds",
+        "4,5",
+        "--jobs",
+        "1",
+        "--out",
+        str(tmp_path),
+        "--scenarios",
+        str(scenarios),
+    )
     assert code == 0 and "failed runs" not in out
 
 
 # -- replay --------------------------------------------------------------------------------------
 
 
-def test_replay_identical(capsys: pytest.CaptureFixture[str], tmp_path: Path,
-                          scenarios: Path) -> None:
-    run(capsys, "sim", "run", "--scenario", "cli_fails_on_even_seeds", "--seed", "2",
-        "--suppress", "2", "--out", str(tmp_path), "--scenarios", str(scenarios))
+def test_replay_identical(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, scenarios: Path
+) -> None:
+    run(
+        capsys,
+        "sim",
+        "run",
+        "--scenario",
+        "cli_fails_on_even_seeds",
+        "--seed",
+        "2",
+        "--suppress",
+        "2",
+        "--out",
+        str(tmp_path),
+        "--scenarios",
+        str(scenarios),
+    )
     code, out, _ = run(capsys, "sim", "replay", str(tmp_path), "--scenarios", str(scenarios))
     assert code == 0 and out.startswith("identical: FAILED cli_fails_on_even_seeds seed 2")
 
@@ -301,8 +440,17 @@ def test_replay_identical(capsys: pytest.CaptureFixture[str], tmp_path: Path,
 def test_replay_shows_the_first_different_line(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    run(capsys, "sim", "run", "--scenario", "initial_election", "--seed", "4",
-        "--out", str(tmp_path))
+    run(
+        capsys,
+        "sim",
+        "run",
+        "--scenario",
+        "initial_election",
+        "--seed",
+        "4",
+        "--out",
+        str(tmp_path),
+    )
     events = tmp_path / "events.jsonl"
     lines = events.read_bytes().splitlines(keepends=True)
     lines[5] = lines[5].replace(b'"time_ms":', b'"time_ms":1')
@@ -325,11 +473,23 @@ def test_replay_shows_the_first_different_line(
 # -- shrink --------------------------------------------------------------------------------------
 
 
-def test_shrink_a_failed_run(capsys: pytest.CaptureFixture[str], tmp_path: Path,
-                             scenarios: Path) -> None:
+def test_shrink_a_failed_run(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, scenarios: Path
+) -> None:
     run_dir = tmp_path / "failing"
-    run(capsys, "sim", "run", "--scenario", "cli_fails_on_even_seeds", "--seed", "4",
-        "--out", str(run_dir), "--scenarios", str(scenarios))
+    run(
+        capsys,
+        "sim",
+        "run",
+        "--scenario",
+        "cli_fails_on_even_seeds",
+        "--seed",
+        "4",
+        "--out",
+        str(run_dir),
+        "--scenarios",
+        str(scenarios),
+    )
     code, out, _ = run(capsys, "sim", "shrink", str(run_dir), "--scenarios", str(scenarios))
     assert code == 0
     lines = out.splitlines()
@@ -339,7 +499,8 @@ def test_shrink_a_failed_run(capsys: pytest.CaptureFixture[str], tmp_path: Path,
     assert lines[2].startswith("  #1 at 500 ms: kill (targets 2)")
     shrunk_dir = tmp_path / "failing-shrunk"
     assert lines[3].startswith("FAILED cli_fails_on_even_seeds seed 4") and lines[3].endswith(
-        f"-> {shrunk_dir}")
+        f"-> {shrunk_dir}"
+    )
     assert lines[4] == (
         "replay: kraft sim run --scenario cli_fails_on_even_seeds --seed 4 --suppress 0,2,3 "
         f"--scenarios {scenarios.resolve()}"
@@ -355,15 +516,39 @@ def test_shrink_a_failed_run(capsys: pytest.CaptureFixture[str], tmp_path: Path,
 def test_console_script_runs_and_replays(tmp_path: Path) -> None:
     script = Path(sys.executable).parent / "kraft"
     command = [str(script)] if script.exists() else [sys.executable, "-m", "kraft.cli"]
-    ran = subprocess.run([*command, "sim", "run", "--scenario", "initial_election", "--seed",
-                          "2", "--out", str(tmp_path)],
-                         capture_output=True, text=True, check=False, timeout=120)
+    ran = subprocess.run(
+        [
+            *command,
+            "sim",
+            "run",
+            "--scenario",
+            "initial_election",
+            "--seed",
+            "2",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
     assert ran.returncode == 0 and ran.stdout.startswith("ok initial_election seed 2")
-    replayed = subprocess.run([*command, "sim", "replay", str(tmp_path)],
-                              capture_output=True, text=True, check=False, timeout=120)
+    replayed = subprocess.run(
+        [*command, "sim", "replay", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
     assert replayed.returncode == 0 and replayed.stdout.startswith("identical")
-    bad = subprocess.run([*command, "sim", "sweep", "--scenario", "all", "--seeds", "x"],
-                         capture_output=True, text=True, check=False, timeout=120)
+    bad = subprocess.run(
+        [*command, "sim", "sweep", "--scenario", "all", "--seeds", "x"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
     assert bad.returncode == 2 and bad.stderr.startswith("error: --seeds: bad seeds 'x'")
     assert "Traceback" not in bad.stderr
 
@@ -386,9 +571,7 @@ def cli_long_description(run: ScenarioRun) -> None:
 def test_list_wraps_a_long_description_between_words(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (tmp_path / "cli_long_description_scenarios.py").write_text(
-        textwrap.dedent(LONG_DESCRIPTION)
-    )
+    (tmp_path / "cli_long_description_scenarios.py").write_text(textwrap.dedent(LONG_DESCRIPTION))
     monkeypatch.setenv("COLUMNS", "80")
     code, out, _ = run(capsys, "sim", "list", "--scenarios", str(tmp_path))
     assert code == 0

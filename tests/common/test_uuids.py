@@ -31,8 +31,17 @@ def test_uuid_text_round_trip(raw: bytes) -> None:
 
 @pytest.mark.parametrize(
     "bad",
-    ["", "abc", DIR_ID + "A", DIR_ID + "==", DIR_ID[:-1], "J8aAPcfLQt2bqs1JT/rMgQ",
-     "J8aAPcfLQt2bqs1JT+rMgQ", "AAAAAAAAAAAAAAAAAAAAAB", " J8aAPcfLQt2bqs1JT_rMg"],
+    [
+        "",
+        "abc",
+        DIR_ID + "A",
+        DIR_ID + "==",
+        DIR_ID[:-1],
+        "J8aAPcfLQt2bqs1JT/rMgQ",
+        "J8aAPcfLQt2bqs1JT+rMgQ",
+        "AAAAAAAAAAAAAAAAAAAAAB",
+        " J8aAPcfLQt2bqs1JT_rMg",
+    ],
 )
 def test_uuid_from_text_rejects(bad: str) -> None:
     with pytest.raises(ValueError):

@@ -31,8 +31,9 @@ def payload(offset: int, size: int = 40) -> bytes:
     return (f"record-{offset}-".encode() * size)[:size]
 
 
-def fill(log: ReplicatedLog, count: int, *, epoch: int = 1, records: int = 2,
-         size: int = 40) -> list[bytes]:
+def fill(
+    log: ReplicatedLog, count: int, *, epoch: int = 1, records: int = 2, size: int = 40
+) -> list[bytes]:
     """Append ``count`` leader batches; return each batch as the bytes it must be stored as."""
     out = []
     for _ in range(count):
@@ -304,8 +305,9 @@ def damage_index(path: Path, how: str, log_file: Path) -> None:
         # The last entry names the right offset but points at another (valid) batch.
         rel, _ = struct.unpack(">ii", raw[-8:])
         _, prev = struct.unpack(">ii", raw[-16:-8])
-        path.write_bytes(raw[:-16] + struct.pack(">ii", rel - 1, prev)
-                         + struct.pack(">ii", rel, prev + 1))
+        path.write_bytes(
+            raw[:-16] + struct.pack(">ii", rel - 1, prev) + struct.pack(">ii", rel, prev + 1)
+        )
     else:
         raise AssertionError(how)
 
@@ -316,6 +318,7 @@ def damage_index(path: Path, how: str, log_file: Path) -> None:
 )
 def test_a_damaged_index_is_rebuilt(tmp_path: Path, how: str) -> None:
     directory = tmp_path / "log"
+
     def reopen() -> FileLog:
         return FileLog.open(directory, segment_bytes=4096, index_interval_bytes=200)
 
@@ -463,8 +466,13 @@ def foreign_batches(base: int, epoch: int) -> bytes:
     """Batches our encoder would not produce (kafka-python's, and one with producer state):
     the follower must store them exactly as received."""
     builder = DefaultRecordBatchBuilder(
-        magic=2, compression_type=0, is_transactional=False, producer_id=-1,
-        producer_epoch=-1, base_sequence=-1, batch_size=1 << 20,
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 20,
     )
     builder.append(0, timestamp=1000, key=b"key", value=b"v" * 50, headers=[("h", b"1")])
     builder.append(1, timestamp=990, key=None, value=None, headers=[])
@@ -548,9 +556,10 @@ def test_read_across_segment_boundaries(tmp_path: Path) -> None:
         # A read that starts just before a segment ends continues into the next ones.
         second = log.segments()[1].base_offset
         got = log.read(second - 1, max_bytes=3 * len(batches[0]))
-        assert got.records == everything[sum(len(b) for b in batches[: second // 2 - 1]) :][
-            : 3 * len(batches[0])
-        ]
+        assert (
+            got.records
+            == everything[sum(len(b) for b in batches[: second // 2 - 1]) :][: 3 * len(batches[0])]
+        )
 
 
 def test_committed_reads_stop_below_the_high_watermark(any_log: ReplicatedLog) -> None:
@@ -604,7 +613,7 @@ def test_truncate_across_segments_deletes_the_later_segment_files(tmp_path: Path
         assert log.last_flushed_offset <= 14
         kept = [p for p in files if int(p.stem) <= 14]
         assert segment_files(directory) == kept
-        assert not any(index_path(directory, int(p.stem)).exists() for p in files[len(kept):])
+        assert not any(index_path(directory, int(p.stem)).exists() for p in files[len(kept) :])
         assert disk_bytes(directory) == b"".join(batches[:7])
         again = fill(log, 3, epoch=3)
     with FileLog.open(directory, segment_bytes=SEGMENT_BYTES) as log:
@@ -694,6 +703,7 @@ def test_an_index_left_by_a_deleted_segment_is_not_reused(tmp_path: Path) -> Non
     """A crash between the two unlinks of a segment leaves its index; a new segment of the
     same name must start with an empty one."""
     directory = tmp_path / "log"
+
     def reopen() -> FileLog:
         return FileLog.open(directory, segment_bytes=SEGMENT_BYTES, index_interval_bytes=0)
 

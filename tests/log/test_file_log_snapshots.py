@@ -33,8 +33,9 @@ NO_RETENTION = SnapshotRetention(retained_snapshots=1000, retention_bytes=None, 
 
 
 def open_log(directory: Path, retention: SnapshotRetention = NO_RETENTION) -> FileLog:
-    return FileLog.open(directory, segment_bytes=SEGMENT_BYTES, index_interval_bytes=64,
-                        retention=retention)
+    return FileLog.open(
+        directory, segment_bytes=SEGMENT_BYTES, index_interval_bytes=64, retention=retention
+    )
 
 
 def value(offset: int) -> bytes:
@@ -50,8 +51,7 @@ def fill(log: FileLog, batches: int, *, epoch: int = 1) -> None:
 
 def freeze(raw: RawSnapshotWriter | None, state: bytes = b"state") -> None:
     assert raw is not None
-    writer = SnapshotWriter(raw, BytesSerde(), last_contained_log_timestamp_ms=0,
-                            timestamp_ms=0)
+    writer = SnapshotWriter(raw, BytesSerde(), last_contained_log_timestamp_ms=0, timestamp_ms=0)
     writer.append([state])
     writer.freeze()
 
@@ -62,8 +62,11 @@ def snapshot(log: FileLog, offset: int, epoch: int = 1) -> None:
 
 def read_values(log: FileLog) -> dict[int, bytes]:
     data = log.read(log.log_start_offset, Isolation.UNCOMMITTED, 1 << 30).records
-    return {b.base_offset + i: bytes(r.value or b"")
-            for b in iter_batches(data) for i, r in enumerate(b.records())}
+    return {
+        b.base_offset + i: bytes(r.value or b"")
+        for b in iter_batches(data)
+        for i, r in enumerate(b.records())
+    }
 
 
 def state_of(log: FileLog) -> tuple[object, ...]:
@@ -73,8 +76,13 @@ def state_of(log: FileLog) -> tuple[object, ...]:
         reader = log.read_snapshot(sid)
         assert reader is not None
         snapshots[sid] = reader.records()
-    return (log.log_start_offset, log.log_end_offset, log.last_fetched_epoch,
-            snapshots, read_values(log))
+    return (
+        log.log_start_offset,
+        log.log_end_offset,
+        log.last_fetched_epoch,
+        snapshots,
+        read_values(log),
+    )
 
 
 def leftovers(directory: Path) -> list[str]:
@@ -125,8 +133,7 @@ def _download(log: FileLog) -> None:
 
 
 def _clean(log: FileLog) -> None:
-    log.retention = SnapshotRetention(retained_snapshots=1, retention_bytes=None,
-                                      retention_ms=None)
+    log.retention = SnapshotRetention(retained_snapshots=1, retention_bytes=None, retention_ms=None)
     assert log.maybe_clean(0)
 
 
@@ -192,8 +199,11 @@ def test_a_part_file_of_an_unfinished_snapshot_is_removed_on_open(tmp_path: Path
     log = open_log(directory)
     try:
         assert not part.exists()
-        assert log.snapshot_ids() == [OffsetAndEpoch(6, 1), OffsetAndEpoch(10, 1),
-                                      OffsetAndEpoch(16, 2)]
+        assert log.snapshot_ids() == [
+            OffsetAndEpoch(6, 1),
+            OffsetAndEpoch(10, 1),
+            OffsetAndEpoch(16, 2),
+        ]
         assert log.log_end_offset == 24
         # The id can be written again.
         log.update_high_watermark(20)

@@ -152,8 +152,11 @@ class ListModel:
     # -- changes ---------------------------------------------------------------------------
     def append(self, batch: ModelBatch) -> None:
         active = self.segments[-1]
-        if (self.segment_bytes is not None and active.size
-                and active.size + len(batch.data) > self.segment_bytes):
+        if (
+            self.segment_bytes is not None
+            and active.size
+            and active.size + len(batch.data) > self.segment_bytes
+        ):
             # A roll fsyncs the segment it closes.
             self.segments.append(ModelSegment(self.log_end_offset))
             self.flushed = max(self.flushed, self.log_end_offset)
@@ -224,8 +227,10 @@ class LogMachine(RuleBasedStateMachine):
     # -- appends ---------------------------------------------------------------------------
     @initialize(
         batches=st.lists(
-            st.tuples(st.lists(st.binary(min_size=20, max_size=300), min_size=1, max_size=4),
-                      st.integers(0, 1)),
+            st.tuples(
+                st.lists(st.binary(min_size=20, max_size=300), min_size=1, max_size=4),
+                st.integers(0, 1),
+            ),
             max_size=16,
         )
     )

@@ -48,8 +48,12 @@ def make_log(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MakeLog
     def make(retention: SnapshotRetention = NO_RETENTION) -> AnyLog:
         if request.param == "memory":
             return MemoryLog(retention)
-        log = FileLog.open(tmp_path / f"log-{len(opened)}", segment_bytes=SEGMENT_BYTES,
-                           index_interval_bytes=64, retention=retention)
+        log = FileLog.open(
+            tmp_path / f"log-{len(opened)}",
+            segment_bytes=SEGMENT_BYTES,
+            index_interval_bytes=64,
+            retention=retention,
+        )
         opened.append(log)
         return log
 
@@ -71,29 +75,34 @@ def fill(log: AnyLog, batches: int, *, epoch: int = 1, records: int = 2) -> None
     """Append ``batches`` leader batches of ``records`` records each at ``epoch``."""
     for _ in range(batches):
         base = log.log_end_offset
-        log.append_as_leader([value(base + i) for i in range(records)], epoch,
-                             timestamp_ms=TIMESTAMP_MS)
+        log.append_as_leader(
+            [value(base + i) for i in range(records)], epoch, timestamp_ms=TIMESTAMP_MS
+        )
 
 
-def snapshot(log: AnyLog, offset: int, epoch: int, *, timestamp_ms: int = 0,
-             state: bytes = b"state") -> RawSnapshotReader:
+def snapshot(
+    log: AnyLog, offset: int, epoch: int, *, timestamp_ms: int = 0, state: bytes = b"state"
+) -> RawSnapshotReader:
     """Create, write and freeze snapshot ``(offset, epoch)`` through ``create_new_snapshot``."""
-    return _freeze(log, log.create_new_snapshot(OffsetAndEpoch(offset, epoch)), timestamp_ms,
-                   state)
+    return _freeze(log, log.create_new_snapshot(OffsetAndEpoch(offset, epoch)), timestamp_ms, state)
 
 
-def downloaded(log: AnyLog, offset: int, epoch: int, *, timestamp_ms: int = 0,
-               state: bytes = b"state") -> RawSnapshotReader:
+def downloaded(
+    log: AnyLog, offset: int, epoch: int, *, timestamp_ms: int = 0, state: bytes = b"state"
+) -> RawSnapshotReader:
     """Create, write and freeze snapshot ``(offset, epoch)`` as a follower's download would."""
-    return _freeze(log, log.create_new_snapshot_unchecked(OffsetAndEpoch(offset, epoch)),
-                   timestamp_ms, state)
+    return _freeze(
+        log, log.create_new_snapshot_unchecked(OffsetAndEpoch(offset, epoch)), timestamp_ms, state
+    )
 
 
-def _freeze(log: AnyLog, raw: RawSnapshotWriter | None, timestamp_ms: int,
-            state: bytes) -> RawSnapshotReader:
+def _freeze(
+    log: AnyLog, raw: RawSnapshotWriter | None, timestamp_ms: int, state: bytes
+) -> RawSnapshotReader:
     assert raw is not None
-    writer = SnapshotWriter(raw, BytesSerde(), last_contained_log_timestamp_ms=timestamp_ms,
-                            timestamp_ms=timestamp_ms)
+    writer = SnapshotWriter(
+        raw, BytesSerde(), last_contained_log_timestamp_ms=timestamp_ms, timestamp_ms=timestamp_ms
+    )
     writer.append([state])
     writer.freeze()
     reader = log.read_snapshot(raw.snapshot_id)
@@ -140,8 +149,7 @@ def test_a_snapshot_becomes_visible_when_its_writer_freezes(log: AnyLog) -> None
     log.update_high_watermark(8)
     raw = log.create_new_snapshot(OffsetAndEpoch(4, 1))
     assert raw is not None
-    writer = SnapshotWriter(raw, BytesSerde(), last_contained_log_timestamp_ms=7,
-                            timestamp_ms=9)
+    writer = SnapshotWriter(raw, BytesSerde(), last_contained_log_timestamp_ms=7, timestamp_ms=9)
     writer.append([b"a", b"b"])
     assert log.read_snapshot(OffsetAndEpoch(4, 1)) is None
     assert log.snapshot_ids() == []
@@ -166,8 +174,7 @@ def test_snapshot_ids_are_sorted_by_offset_whatever_the_creation_order(log: AnyL
     log.update_high_watermark(12)
     for offset, epoch in [(6, 1), (2, 1), (10, 2), (8, 2)]:
         snapshot(log, offset, epoch)
-    ids = [OffsetAndEpoch(2, 1), OffsetAndEpoch(6, 1), OffsetAndEpoch(8, 2),
-           OffsetAndEpoch(10, 2)]
+    ids = [OffsetAndEpoch(2, 1), OffsetAndEpoch(6, 1), OffsetAndEpoch(8, 2), OffsetAndEpoch(10, 2)]
     assert log.snapshot_ids() == ids
     assert log.earliest_snapshot_id == ids[0]
     assert log.latest_snapshot_id == ids[-1]
@@ -194,8 +201,9 @@ def test_an_abandoned_writer_registers_nothing_and_the_id_can_be_written_again(
     log.update_high_watermark(4)
     raw = log.create_new_snapshot(OffsetAndEpoch(4, 1))
     assert raw is not None
-    with SnapshotWriter(raw, BytesSerde(), last_contained_log_timestamp_ms=0,
-                        timestamp_ms=0) as writer:
+    with SnapshotWriter(
+        raw, BytesSerde(), last_contained_log_timestamp_ms=0, timestamp_ms=0
+    ) as writer:
         writer.append([b"half"])
     assert log.snapshot_ids() == []
     snapshot(log, 4, 1, state=b"whole")
@@ -637,8 +645,9 @@ def twelve_with_snapshots(log: AnyLog, timestamps: dict[int, int] | None = None)
 
 @pytest.mark.parametrize("retained", [1, 2, 3, 5, 6])
 def test_maybe_clean_keeps_retained_snapshots(make_log: MakeLog, retained: int) -> None:
-    log = make_log(SnapshotRetention(retained_snapshots=retained, retention_bytes=None,
-                                     retention_ms=None))
+    log = make_log(
+        SnapshotRetention(retained_snapshots=retained, retention_bytes=None, retention_ms=None)
+    )
     twelve_with_snapshots(log)
     cleaned = log.maybe_clean(0)
     ids = log.snapshot_ids()
@@ -656,8 +665,7 @@ def test_maybe_clean_keeps_retained_snapshots(make_log: MakeLog, retained: int) 
 def test_maybe_clean_counts_only_snapshots_at_or_below_the_high_watermark(
     make_log: MakeLog,
 ) -> None:
-    log = make_log(SnapshotRetention(retained_snapshots=1, retention_bytes=None,
-                                     retention_ms=None))
+    log = make_log(SnapshotRetention(retained_snapshots=1, retention_bytes=None, retention_ms=None))
     fill(log, 4)
     log.update_high_watermark(4)
     snapshot(log, 4, 1)
@@ -668,8 +676,7 @@ def test_maybe_clean_counts_only_snapshots_at_or_below_the_high_watermark(
 
 
 def test_maybe_clean_by_bytes_moves_up_to_the_latest_snapshot(make_log: MakeLog) -> None:
-    log = make_log(SnapshotRetention(retained_snapshots=1000, retention_bytes=0,
-                                     retention_ms=None))
+    log = make_log(SnapshotRetention(retained_snapshots=1000, retention_bytes=0, retention_ms=None))
     twelve_with_snapshots(log)
     assert log.maybe_clean(0)
     assert log.log_start_offset == 10
@@ -679,8 +686,9 @@ def test_maybe_clean_by_bytes_moves_up_to_the_latest_snapshot(make_log: MakeLog)
 
 
 def test_maybe_clean_by_bytes_does_nothing_under_the_limit(make_log: MakeLog) -> None:
-    log = make_log(SnapshotRetention(retained_snapshots=1000, retention_bytes=1 << 20,
-                                     retention_ms=None))
+    log = make_log(
+        SnapshotRetention(retained_snapshots=1000, retention_bytes=1 << 20, retention_ms=None)
+    )
     twelve_with_snapshots(log)
     assert not log.maybe_clean(0)
     assert log.log_start_offset == 0
@@ -694,8 +702,9 @@ def test_maybe_clean_by_bytes_stops_once_under_the_limit(make_log: MakeLog) -> N
     log = make_log()
     twelve_with_snapshots(log)
     last_three = len(log.read(6).records)  # the batches [6,12)
-    log.retention = SnapshotRetention(retained_snapshots=1000, retention_bytes=last_three,
-                                      retention_ms=None)
+    log.retention = SnapshotRetention(
+        retained_snapshots=1000, retention_bytes=last_three, retention_ms=None
+    )
     assert log.maybe_clean(0)
     assert log.log_start_offset == (6 if isinstance(log, MemoryLog) else 10)
     assert log.size_in_bytes() <= last_three or log.log_start_offset == 10
@@ -706,8 +715,9 @@ def test_maybe_clean_by_bytes_stops_once_under_the_limit(make_log: MakeLog) -> N
 def test_maybe_clean_by_age_moves_past_an_old_snapshot_at_the_log_start(
     make_log: MakeLog,
 ) -> None:
-    log = make_log(SnapshotRetention(retained_snapshots=1000, retention_bytes=None,
-                                     retention_ms=1000))
+    log = make_log(
+        SnapshotRetention(retained_snapshots=1000, retention_bytes=None, retention_ms=1000)
+    )
     twelve_with_snapshots(log, {2: 100, 4: 200, 6: 5000, 8: 6000, 10: 7000})
     log.delete_before_snapshot(OffsetAndEpoch(2, 1))
     # Snapshots 2 and 4 are more than 1000 ms old at 5500; 6 is not.
@@ -726,8 +736,9 @@ def test_maybe_clean_by_age_cleans_a_log_that_starts_at_0(make_log: MakeLog) -> 
     """SnapshotRetention: the log start moves while the oldest snapshot's last contained log
     time is more than retention_ms old (Kafka's cleanSnapshotsRetentionMs deletes the oldest
     snapshot, and the log below the next one, when it is too old)."""
-    log = make_log(SnapshotRetention(retained_snapshots=1000, retention_bytes=None,
-                                     retention_ms=1000))
+    log = make_log(
+        SnapshotRetention(retained_snapshots=1000, retention_bytes=None, retention_ms=1000)
+    )
     twelve_with_snapshots(log)  # every snapshot's time is 0
     assert log.maybe_clean(10**9)
     assert log.log_start_offset > 0
@@ -763,18 +774,24 @@ def test_snapshot_retention_refuses_bad_values(kwargs: dict[str, int]) -> None:
         SnapshotRetention(**kwargs)
 
 
-@pytest.mark.parametrize("kind", [
-    "memory",
-    "file",
-])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "memory",
+        "file",
+    ],
+)
 def test_a_reader_handed_out_keeps_reading_after_the_cleaner_deletes_its_snapshot(
     kind: str, tmp_path: Path
 ) -> None:
     """docs/snapshots.md, Durability: 'A reader already open keeps reading: the descriptor
     outlives the unlink, so a transfer in progress is not broken by the cleaner.'"""
     retention = SnapshotRetention(retained_snapshots=1, retention_bytes=None, retention_ms=None)
-    log: AnyLog = (MemoryLog(retention) if kind == "memory"
-                    else FileLog.open(tmp_path / "log", retention=retention))
+    log: AnyLog = (
+        MemoryLog(retention)
+        if kind == "memory"
+        else FileLog.open(tmp_path / "log", retention=retention)
+    )
     twelve_with_snapshots(log)
     serving = log.read_snapshot(OffsetAndEpoch(2, 1))
     assert serving is not None
@@ -893,8 +910,7 @@ class SnapshotLogMachine(RuleBasedStateMachine):
         retention_bytes=st.one_of(st.none(), st.integers(0, 2000)),
         retention_ms=st.one_of(st.none(), st.integers(0, 50)),
     )
-    def start(self, retained: int, retention_bytes: int | None,
-              retention_ms: int | None) -> None:
+    def start(self, retained: int, retention_bytes: int | None, retention_ms: int | None) -> None:
         self.retention = SnapshotRetention(retained, retention_bytes, retention_ms)
         self.log = self.make_log()
 
@@ -966,8 +982,7 @@ class SnapshotLogMachine(RuleBasedStateMachine):
         m = self.model
         offset = data.draw(st.integers(m.start + 1, m.leo + 3))
         epoch = data.draw(st.integers(0, m.last_epoch + 1))
-        good = (offset <= m.hw and offset in m.boundaries()
-                and epoch == m.epoch_before(offset))
+        good = offset <= m.hw and offset in m.boundaries() and epoch == m.epoch_before(offset)
         if good or OffsetAndEpoch(offset, epoch) in m.snapshots:
             return
         with pytest.raises(ValueError):
@@ -1021,9 +1036,7 @@ class SnapshotLogMachine(RuleBasedStateMachine):
         # Postcondition of the count rule: no more than retained_snapshots at or below the HW,
         # unless only the latest of them is left above the log start.
         below = [s for s in m.snapshots if s.offset <= m.hw]
-        assert len(below) <= self.retention.retained_snapshots or (
-            max(below).offset == start
-        )
+        assert len(below) <= self.retention.retained_snapshots or (max(below).offset == start)
 
     @rule(data=st.data())
     def truncate(self, data: st.DataObject) -> None:
@@ -1107,8 +1120,12 @@ class FileLogMachine(SnapshotLogMachine):
 
     def _open(self) -> FileLog:
         assert self.directory is not None
-        return FileLog.open(self.directory / "log", segment_bytes=SEGMENT_BYTES,
-                            index_interval_bytes=64, retention=self.retention)
+        return FileLog.open(
+            self.directory / "log",
+            segment_bytes=SEGMENT_BYTES,
+            index_interval_bytes=64,
+            retention=self.retention,
+        )
 
     @rule()
     def reopen(self) -> None:
@@ -1127,13 +1144,19 @@ def epoch_answers(log: AnyLog) -> list[object]:
     """What a fetcher can learn of the log's epochs (not how the cache stores them: after
     ``truncate_to(LEO)`` an entry starting at the LEO may be kept on disk and not in memory)."""
     top = log.last_fetched_epoch + 2
-    return [log.last_fetched_epoch,
-            *(log.end_offset_for_epoch(e) for e in range(top)),
-            *(log.validate_offset_and_epoch(log.log_end_offset, e) for e in range(top))]
+    return [
+        log.last_fetched_epoch,
+        *(log.end_offset_for_epoch(e) for e in range(top)),
+        *(log.validate_offset_and_epoch(log.log_end_offset, e) for e in range(top)),
+    ]
 
 
-_SETTINGS = settings(max_examples=150, stateful_step_count=40, deadline=None,
-                     suppress_health_check=[HealthCheck.too_slow])
+_SETTINGS = settings(
+    max_examples=150,
+    stateful_step_count=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 TestMemoryLogSnapshots = MemoryLogMachine.TestCase
 TestMemoryLogSnapshots.settings = _SETTINGS
 TestFileLogSnapshots = FileLogMachine.TestCase

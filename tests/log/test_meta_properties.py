@@ -97,8 +97,13 @@ def test_parse_java_properties() -> None:
         "a=last wins\n"
     )
     assert parse_properties(text) == {
-        "a": "last wins", "b": "2", "c": "3", "d": "x=y:z\\", "e": "long value",
-        "f": "A\t", "g": "",
+        "a": "last wins",
+        "b": "2",
+        "c": "3",
+        "d": "x=y:z\\",
+        "e": "long value",
+        "f": "A\t",
+        "g": "",
     }
 
 
@@ -122,7 +127,10 @@ def test_meta_properties_round_trip(tmp_path: Path) -> None:
     text = path.read_text()
     assert text.startswith("#Thu Aug 01 10:00:00 UTC 2024\n")
     assert parse_properties(text) == {
-        "version": "1", "cluster.id": CLUSTER_ID, "node.id": "3", "directory.id": DIR_ID,
+        "version": "1",
+        "cluster.id": CLUSTER_ID,
+        "node.id": "3",
+        "directory.id": DIR_ID,
     }
     assert read_meta_properties(tmp_path) == meta
     assert os.listdir(tmp_path) == ["meta.properties"]

@@ -110,8 +110,11 @@ def test_v1_golden_matches_kafka() -> None:
     )
     no_vote = encode_quorum_state(ElectionState.with_elected_leader(7, 3), kraft_version=1)
     assert json.loads(no_vote) == {
-        "leaderId": 3, "leaderEpoch": 7, "votedId": -1,
-        "votedDirectoryId": NO_DIRECTORY, "data_version": 1,
+        "leaderId": 3,
+        "leaderEpoch": 7,
+        "votedId": -1,
+        "votedDirectoryId": NO_DIRECTORY,
+        "data_version": 1,
     }
 
 
@@ -153,9 +156,11 @@ def test_reads_kafka_v0_file_with_voters_and_cluster_id() -> None:
 
 
 def test_reads_pretty_printed_json_and_ignores_unknown_keys() -> None:
-    data = b'{\n  "leaderId": -1,\n  "leaderEpoch": 5,\n  "votedId": 2,\n' \
-           b'  "votedDirectoryId": "AAAAAAAAAAAAAAAAAAAAAA",\n  "future": [1],\n' \
-           b'  "data_version": 1\n}\n'
+    data = (
+        b'{\n  "leaderId": -1,\n  "leaderEpoch": 5,\n  "votedId": 2,\n'
+        b'  "votedDirectoryId": "AAAAAAAAAAAAAAAAAAAAAA",\n  "future": [1],\n'
+        b'  "data_version": 1\n}\n'
+    )
     assert decode_quorum_state(data) == ElectionState(5, voted_id=2)
 
 
@@ -169,8 +174,12 @@ def test_missing_file_reads_as_none(tmp_path: Path) -> None:
 @pytest.mark.parametrize("kraft_version", [0, 1])
 def test_file_round_trip(tmp_path: Path, kraft_version: int) -> None:
     store = store_in(tmp_path)
-    states = [ElectionState(1), ElectionState.with_voted_candidate(2, 3),
-              ElectionState(2, leader_id=3, voted_id=3), ElectionState.with_elected_leader(9, 1)]
+    states = [
+        ElectionState(1),
+        ElectionState.with_voted_candidate(2, 3),
+        ElectionState(2, leader_id=3, voted_id=3),
+        ElectionState.with_elected_leader(9, 1),
+    ]
     for state in states:
         store.write_election_state(state, kraft_version)
         assert store.read_election_state() == state
@@ -180,8 +189,9 @@ def test_file_round_trip(tmp_path: Path, kraft_version: int) -> None:
 
 
 @given(state=election_states())
-def test_file_round_trip_property(tmp_path_factory: pytest.TempPathFactory,
-                                  state: ElectionState) -> None:
+def test_file_round_trip_property(
+    tmp_path_factory: pytest.TempPathFactory, state: ElectionState
+) -> None:
     store = store_in(tmp_path_factory.mktemp("qs"))
     store.write_election_state(state, kraft_version=1)
     assert store.read_election_state() == state
@@ -204,15 +214,27 @@ def test_in_directory_and_describe(tmp_path: Path) -> None:
         (b'{"leaderId":1,"leaderEp', "malformed"),  # torn
         (b"[1,2]", "malformed"),
         (b'{"leaderId":1,"leaderEpoch":2,"votedId":-1}', "data_version"),
-        (b'{"leaderId":1,"leaderEpoch":2,"votedId":-1,"votedDirectoryId":"'
-         + NO_DIRECTORY.encode() + b'","data_version":2}', "data_version 2"),
+        (
+            b'{"leaderId":1,"leaderEpoch":2,"votedId":-1,"votedDirectoryId":"'
+            + NO_DIRECTORY.encode()
+            + b'","data_version":2}',
+            "data_version 2",
+        ),
         (b'{"leaderId":1,"leaderEpoch":2,"votedId":-1,"data_version":1}', "votedDirectoryId"),
-        (b'{"leaderId":1,"leaderEpoch":-2,"votedId":-1,"votedDirectoryId":"'
-         + NO_DIRECTORY.encode() + b'","data_version":1}', "leaderEpoch"),
-        (b'{"leaderId":1,"leaderEpoch":2,"votedId":3,"votedDirectoryId":"xyz",'
-         b'"data_version":1}', "Uuid"),
-        (b'{"leaderId":"1","leaderEpoch":2,"votedId":-1,"appliedOffset":0,'
-         b'"data_version":0}', "leaderId"),
+        (
+            b'{"leaderId":1,"leaderEpoch":-2,"votedId":-1,"votedDirectoryId":"'
+            + NO_DIRECTORY.encode()
+            + b'","data_version":1}',
+            "leaderEpoch",
+        ),
+        (
+            b'{"leaderId":1,"leaderEpoch":2,"votedId":3,"votedDirectoryId":"xyz","data_version":1}',
+            "Uuid",
+        ),
+        (
+            b'{"leaderId":"1","leaderEpoch":2,"votedId":-1,"appliedOffset":0,"data_version":0}',
+            "leaderId",
+        ),
         (b'\xff\xfe{"data_version":1}', "malformed"),
     ],
 )
@@ -221,8 +243,10 @@ def test_bad_file_is_a_quorum_state_error_naming_the_file(
 ) -> None:
     store = store_in(tmp_path)
     store.path.write_bytes(content)
-    with caplog.at_level(logging.ERROR, logger="kraft.log.quorum_state"), \
-            pytest.raises(QuorumStateError) as info:
+    with (
+        caplog.at_level(logging.ERROR, logger="kraft.log.quorum_state"),
+        pytest.raises(QuorumStateError) as info,
+    ):
         store.read_election_state()
     assert str(store.path) in str(info.value)
     assert reason in str(info.value)

@@ -35,8 +35,14 @@ HOUR_NS = 3600 * 1_000_000_000
 class Record(Event):
     """Records (producer, sequence) in a shared list when run; any failure is a test failure."""
 
-    def __init__(self, producer: int, seq: int, kind: str, out: list[tuple[int, int, str]],
-                 errors: list[BaseException]) -> None:
+    def __init__(
+        self,
+        producer: int,
+        seq: int,
+        kind: str,
+        out: list[tuple[int, int, str]],
+        errors: list[BaseException],
+    ) -> None:
         self.key = (producer, seq, kind)
         self.out = out
         self.errors = errors

@@ -31,9 +31,7 @@ LINGER_MS = 50
 def leader(**config: Any) -> tuple[RaftTestContext[bytes], int]:
     """Local 1 leads voters 1-3 from an empty log; its LeaderChange is at offset 0."""
     config.setdefault("append_linger_ms", LINGER_MS)
-    context: RaftTestContext[bytes] = (
-        RaftClientBuilder(LOCAL, VOTERS).with_config(**config).build()
-    )
+    context: RaftTestContext[bytes] = RaftClientBuilder(LOCAL, VOTERS).with_config(**config).build()
     epoch = context.become_leader()
     assert context.log_end_offset == 1
     return context, epoch
@@ -41,13 +39,16 @@ def leader(**config: Any) -> tuple[RaftTestContext[bytes], int]:
 
 def replicate_all(context: RaftTestContext[Any]) -> None:
     """Voter 2 fetches at the leader's log end: the HW moves there."""
-    context.deliver_request(FetchRequest(
-        replica_id=2,
-        current_leader_epoch=context.epoch,
-        fetch_offset=context.log_end_offset,
-        last_fetched_epoch=context.epoch,
-        max_wait_ms=0,
-    ), source=2)
+    context.deliver_request(
+        FetchRequest(
+            replica_id=2,
+            current_leader_epoch=context.epoch,
+            fetch_offset=context.log_end_offset,
+            last_fetched_epoch=context.epoch,
+            max_wait_ms=0,
+        ),
+        source=2,
+    )
     context.poll_until_idle()
 
 
@@ -339,9 +340,13 @@ def test_a_new_leaders_first_append_follows_its_leader_change() -> None:
         context.poll()
         for request in context.sent_requests(VoteRequest):
             assert isinstance(request.body, VoteRequest)
-            context.deliver_response(request, VoteResponse(
-                leader_epoch=request.body.replica_epoch, vote_granted=True,
-            ))
+            context.deliver_response(
+                request,
+                VoteResponse(
+                    leader_epoch=request.body.replica_epoch,
+                    vote_granted=True,
+                ),
+            )
     assert context.role == "Leader"
     assert context.log_end_offset == 2  # the LeaderChange is not in the log yet
     assert context.client.prepare_append(context.epoch, [b"new"]) == 3
@@ -405,28 +410,45 @@ def test_schedule_prepared_append_wakes_the_client() -> None:
 # leadership loss
 # =================================================================================================
 def _lose_to_begin_quorum_epoch(context: RaftTestContext[bytes], epoch: int) -> str:
-    context.deliver_request(BeginQuorumEpochRequest(
-        leader_id=2, leader_epoch=epoch + 1, voter_id=LOCAL,
-        leader_endpoints=(Endpoint("CONTROLLER", "localhost", 9992),),
-    ), source=2)
+    context.deliver_request(
+        BeginQuorumEpochRequest(
+            leader_id=2,
+            leader_epoch=epoch + 1,
+            voter_id=LOCAL,
+            leader_endpoints=(Endpoint("CONTROLLER", "localhost", 9992),),
+        ),
+        source=2,
+    )
     context.poll()
     return "Follower"
 
 
 def _lose_to_granted_vote(context: RaftTestContext[bytes], epoch: int) -> str:
-    context.deliver_request(VoteRequest(
-        replica_epoch=epoch + 1, replica_id=2, last_offset_epoch=epoch,
-        last_offset=context.log_end_offset, voter_id=LOCAL,
-    ), source=2)
+    context.deliver_request(
+        VoteRequest(
+            replica_epoch=epoch + 1,
+            replica_id=2,
+            last_offset_epoch=epoch,
+            last_offset=context.log_end_offset,
+            voter_id=LOCAL,
+        ),
+        source=2,
+    )
     context.poll()
     return "Voted"
 
 
 def _lose_to_rejected_vote(context: RaftTestContext[bytes], epoch: int) -> str:
-    context.deliver_request(VoteRequest(
-        replica_epoch=epoch + 1, replica_id=2, last_offset_epoch=0, last_offset=0,
-        voter_id=LOCAL,
-    ), source=2)
+    context.deliver_request(
+        VoteRequest(
+            replica_epoch=epoch + 1,
+            replica_id=2,
+            last_offset_epoch=0,
+            last_offset=0,
+            voter_id=LOCAL,
+        ),
+        source=2,
+    )
     context.poll()
     return "Unattached"
 

@@ -58,13 +58,23 @@ def describe(ctx: RaftTestContext[bytes]) -> DescribeQuorumResponse:
 
 
 def fetch(
-    ctx: RaftTestContext[bytes], replica_id: int, fetch_offset: int, last_epoch: int,
+    ctx: RaftTestContext[bytes],
+    replica_id: int,
+    fetch_offset: int,
+    last_epoch: int,
     directory_id: uuid.UUID = ZERO_UUID,
 ) -> FetchResponse:
-    ctx.deliver_request(FetchRequest(
-        replica_id=replica_id, current_leader_epoch=ctx.epoch, fetch_offset=fetch_offset,
-        last_fetched_epoch=last_epoch, max_wait_ms=0, replica_directory_id=directory_id,
-    ), source=replica_id)
+    ctx.deliver_request(
+        FetchRequest(
+            replica_id=replica_id,
+            current_leader_epoch=ctx.epoch,
+            fetch_offset=fetch_offset,
+            last_fetched_epoch=last_epoch,
+            max_wait_ms=0,
+            replica_directory_id=directory_id,
+        ),
+        source=replica_id,
+    )
     ctx.poll()
     response = ctx.single_sent_response(FetchResponse)
     assert isinstance(response, FetchResponse)
@@ -78,8 +88,9 @@ def append(ctx: RaftTestContext[bytes], values: list[bytes]) -> None:
     ctx.poll()
 
 
-def voter(replica_id: int, end: int = -1, fetch_ms: int = -1, caught_up_ms: int = -1
-          ) -> ReplicaState:
+def voter(
+    replica_id: int, end: int = -1, fetch_ms: int = -1, caught_up_ms: int = -1
+) -> ReplicaState:
     return ReplicaState(replica_id, ZERO_UUID, end, fetch_ms, caught_up_ms)
 
 
@@ -143,8 +154,10 @@ def test_wrong_topic_partition_is_unknown_topic_or_partition() -> None:
     """§1.3 validation: DescribeQuorum for another topic or partition gets
     UNKNOWN_TOPIC_OR_PARTITION, even from the leader."""
     ctx = leader()
-    for request in (DescribeQuorumRequest(topic_name="other"),
-                    DescribeQuorumRequest(partition_index=1)):
+    for request in (
+        DescribeQuorumRequest(topic_name="other"),
+        DescribeQuorumRequest(partition_index=1),
+    ):
         ctx.deliver_request(request, source=-1)
         ctx.poll()
         response = ctx.single_sent_response(DescribeQuorumResponse)
@@ -270,7 +283,8 @@ def test_leader_describes_observers_and_drops_idle_ones() -> None:
     response = describe(ctx)
     assert response.high_watermark == 1
     assert response.current_voters == (
-        voter(1, 1, now, now), voter(2, 1, follower_fetch, follower_fetch),
+        voter(1, 1, now, now),
+        voter(2, 1, follower_fetch, follower_fetch),
     )
     assert response.observers == (ReplicaState(OBSERVER, directory, 0, observer_fetch, -1),)
 
@@ -333,8 +347,7 @@ def test_non_monotonic_follower_fetch_is_reported_but_keeps_the_high_watermark()
     now = ctx.clock.wall_ms()
     response = describe(ctx)
     assert response.high_watermark == 3
-    assert response.current_voters == (voter(1, 3, now, now), voter(2, 3, first_fetch,
-                                                                      first_fetch))
+    assert response.current_voters == (voter(1, 3, now, now), voter(2, 3, first_fetch, first_fetch))
 
     ctx.advance(100)
     second_fetch = ctx.clock.wall_ms()
@@ -343,8 +356,10 @@ def test_non_monotonic_follower_fetch_is_reported_but_keeps_the_high_watermark()
     now = ctx.clock.wall_ms()
     response = describe(ctx)
     assert response.high_watermark == 3 and ctx.high_watermark == 3
-    assert response.current_voters == (voter(1, 3, now, now), voter(2, 1, second_fetch,
-                                                                      first_fetch))
+    assert response.current_voters == (
+        voter(1, 3, now, now),
+        voter(2, 1, second_fetch, first_fetch),
+    )
 
 
 def test_describe_quorum_changes_nothing_on_the_leader() -> None:

@@ -200,10 +200,14 @@ def test_truncation_then_the_leaders_records_are_appended() -> None:
     records = encode_batch(3, 4, [b"D"], timestamp_ms=0) + encode_batch(
         4, FOLLOWER_EPOCH, [b"E", b"F"], timestamp_ms=0
     )
-    ctx.deliver_response(sent_request, FetchResponse(
-        high_watermark=6, records=records,
-        current_leader=LeaderIdAndEpoch(LEADER, FOLLOWER_EPOCH),
-    ))
+    ctx.deliver_response(
+        sent_request,
+        FetchResponse(
+            high_watermark=6,
+            records=records,
+            current_leader=LeaderIdAndEpoch(LEADER, FOLLOWER_EPOCH),
+        ),
+    )
     ctx.poll()
     values = [v for b in ctx.log.batches() for v in b.values()]
     assert values == [b"a", b"b", b"c", b"D", b"E", b"F"]
@@ -229,9 +233,13 @@ def follower_with_high_watermark(high_watermark: int) -> RaftTestContext[bytes]:
     ctx = follower_context()
     ctx.poll()
     sent, _ = ctx.single_sent_request(FetchRequest)
-    ctx.deliver_response(sent, FetchResponse(
-        high_watermark=high_watermark, current_leader=LeaderIdAndEpoch(LEADER, FOLLOWER_EPOCH),
-    ))
+    ctx.deliver_response(
+        sent,
+        FetchResponse(
+            high_watermark=high_watermark,
+            current_leader=LeaderIdAndEpoch(LEADER, FOLLOWER_EPOCH),
+        ),
+    )
     ctx.poll()
     assert ctx.high_watermark == high_watermark
     return ctx
@@ -295,16 +303,18 @@ def test_a_deposed_leader_drops_its_uncommitted_records() -> None:
     first = cluster.leader()
     assert first is not None
     assert cluster.run_until(
-        lambda: all(listener.records == [b"committed"]
-                    for listener in cluster.listeners.values()), 5_000
+        lambda: all(listener.records == [b"committed"] for listener in cluster.listeners.values()),
+        5_000,
     )
     cluster.disconnected.add(first)
     old = cluster.nodes[first]
     old.prepare_append(old.epoch, [b"lost-1", b"lost-2"])
     old.schedule_prepared_append()
     assert cluster.run_until(
-        lambda: (cluster.leader() not in (None, first)
-                 and b"lost-2" in cluster.logs[first].read(0).records),
+        lambda: (
+            cluster.leader() not in (None, first)
+            and b"lost-2" in cluster.logs[first].read(0).records
+        ),
         20_000,
     )
     second = cluster.leader()
@@ -313,8 +323,10 @@ def test_a_deposed_leader_drops_its_uncommitted_records() -> None:
     assert cluster.run_until(lambda: b"new" in cluster.listeners[second].records, 5_000)
     cluster.disconnected.clear()
     assert cluster.run_until(
-        lambda: cluster.logs[first].read(0).records == cluster.logs[second].read(0).records
-        and cluster.nodes[first].high_watermark == cluster.logs[second].log_end_offset,
+        lambda: (
+            cluster.logs[first].read(0).records == cluster.logs[second].read(0).records
+            and cluster.nodes[first].high_watermark == cluster.logs[second].log_end_offset
+        ),
         20_000,
     )
     values = [v for b in cluster.logs[first].batches() if not b.is_control for v in b.values()]

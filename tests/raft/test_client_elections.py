@@ -60,8 +60,9 @@ def by_destination(requests: list[OutboundRequest]) -> list[OutboundRequest]:
     return sorted(requests, key=lambda r: r.destination)
 
 
-def reply(ctx: RaftTestContext[Any], request: OutboundRequest, granted: bool,
-          **fields: Any) -> None:
+def reply(
+    ctx: RaftTestContext[Any], request: OutboundRequest, granted: bool, **fields: Any
+) -> None:
     """Answer a vote request in its own epoch and handle the answer (one poll)."""
     fields.setdefault("leader_epoch", vote_body(request).replica_epoch)
     ctx.deliver_response(request, VoteResponse(vote_granted=granted, **fields))
@@ -109,8 +110,7 @@ def test_initialize_persists_the_starting_state() -> None:
 def test_stored_epoch_below_log_epoch_starts_unattached_in_log_epoch() -> None:
     """§1.1 startup rule 1: stored epoch < last log epoch -> Unattached(log epoch), the stored
     vote forgotten, and that state persisted."""
-    ctx = (builder(LOCAL, VOTERS).with_voted_candidate(2, 3)
-           .append_to_log(4, [b"a"]).build())
+    ctx = builder(LOCAL, VOTERS).with_voted_candidate(2, 3).append_to_log(4, [b"a"]).build()
     assert ctx.role == "Unattached"
     assert ctx.epoch == 4
     assert ctx.voted_id is None
@@ -120,14 +120,16 @@ def test_stored_epoch_below_log_epoch_starts_unattached_in_log_epoch() -> None:
 
 @pytest.mark.parametrize(
     "stored",
-    [ElectionState(2, leader_id=LOCAL), ElectionState(2, voted_id=LOCAL),
-     ElectionState(2, leader_id=2)],
+    [
+        ElectionState(2, leader_id=LOCAL),
+        ElectionState(2, voted_id=LOCAL),
+        ElectionState(2, leader_id=2),
+    ],
 )
 def test_log_epoch_rule_comes_first(stored: ElectionState) -> None:
     """§1.1 startup rules in order: rule 1 (log epoch above the store) wins over a stored
     leadership, a stored self-vote, or a stored leader."""
-    ctx = (builder(LOCAL, VOTERS).with_election_state(stored)
-           .append_to_log(3, [b"a"]).build())
+    ctx = builder(LOCAL, VOTERS).with_election_state(stored).append_to_log(3, [b"a"]).build()
     assert ctx.role == "Unattached"
     assert ctx.epoch == 3
     assert ctx.leader_id is None
@@ -166,8 +168,11 @@ def test_restarted_resigned_leader_sends_end_quorum_epoch() -> None:
 
 def test_stored_leader_and_self_vote_starts_resigned() -> None:
     """§1.1 startup rules in order: rule 2 (stored leader is self) wins over rule 3."""
-    ctx = (builder(LOCAL, VOTERS)
-           .with_election_state(ElectionState(2, leader_id=LOCAL, voted_id=LOCAL)).build())
+    ctx = (
+        builder(LOCAL, VOTERS)
+        .with_election_state(ElectionState(2, leader_id=LOCAL, voted_id=LOCAL))
+        .build()
+    )
     assert ctx.role == "Resigned"
     assert ctx.epoch == 2
 
@@ -268,7 +273,9 @@ def test_single_voter_elects_itself_on_initialize() -> None:
     assert ctx.epoch == 1
     assert ctx.leader_id == LOCAL
     assert ctx.store.writes == [
-        ElectionState(0), ElectionState(1, voted_id=LOCAL), ElectionState(1, leader_id=LOCAL)
+        ElectionState(0),
+        ElectionState(1, voted_id=LOCAL),
+        ElectionState(1, leader_id=LOCAL),
     ]
     ctx.poll_until_idle()
     assert ctx.sent_requests(VoteRequest) == []
@@ -373,8 +380,9 @@ def test_response_naming_self_as_leader_of_unled_epoch_is_refused() -> None:
     ctx.expire_election_timeout()
     ctx.poll_until_idle()
     request = by_destination(ctx.sent_requests(VoteRequest))[0]
-    ctx.deliver_response(request, VoteResponse(leader_epoch=EPOCH + 1, leader_id=LOCAL,
-                                               vote_granted=False))
+    ctx.deliver_response(
+        request, VoteResponse(leader_epoch=EPOCH + 1, leader_id=LOCAL, vote_granted=False)
+    )
     ctx.poll()
     assert ctx.role != "Leader"
     assert ctx.role != "Follower"
@@ -443,8 +451,12 @@ def test_prospective_granting_a_vote_resets_the_election_timer() -> None:
 def test_candidate_loss_backs_off_then_prospective() -> None:
     """§1.6 (Kafka's testRetryElection): a candidate rejected by a majority keeps its vote,
     backs off without asking again, then becomes Prospective in its epoch and pre-votes."""
-    ctx = (builder(LOCAL, (1, 2)).with_config(election_backoff_max_ms=500)
-           .with_unknown_leader(EPOCH).build())
+    ctx = (
+        builder(LOCAL, (1, 2))
+        .with_config(election_backoff_max_ms=500)
+        .with_unknown_leader(EPOCH)
+        .build()
+    )
     votes = to_candidate(ctx)
     assert ctx.epoch == EPOCH + 1
     reply(ctx, votes[0], False)
@@ -472,8 +484,12 @@ def test_candidate_loss_backs_off_then_prospective() -> None:
 @pytest.mark.parametrize("seed", range(8))
 def test_candidate_backoff_bounded_by_backoff_max(seed: int) -> None:
     """§1.6: the lost candidate's backoff never exceeds election.backoff.max.ms."""
-    ctx = (builder(LOCAL, (1, 2), seed=seed).with_config(election_backoff_max_ms=50)
-           .with_unknown_leader(EPOCH).build())
+    ctx = (
+        builder(LOCAL, (1, 2), seed=seed)
+        .with_config(election_backoff_max_ms=50)
+        .with_unknown_leader(EPOCH)
+        .build()
+    )
     for _ in range(3):  # several losses in a row: the backoff grows, capped
         votes = to_candidate(ctx)
         reply(ctx, votes[0], False)
@@ -538,9 +554,13 @@ def test_candidate_majority_becomes_leader() -> None:
 def test_candidate_vote_request_fields() -> None:
     """§1.3 Vote: a candidate asks with ReplicaEpoch = its new epoch (epoch + 1), PreVote
     false, its id, the voter's id, and the log's last epoch and end offset."""
-    ctx = (builder(LOCAL, VOTERS)
-           .append_to_log(1, [b"a"]).append_to_log(3, [b"b", b"c"])
-           .with_unknown_leader(EPOCH).build())
+    ctx = (
+        builder(LOCAL, VOTERS)
+        .append_to_log(1, [b"a"])
+        .append_to_log(3, [b"b", b"c"])
+        .with_unknown_leader(EPOCH)
+        .build()
+    )
     votes = to_candidate(ctx)
     assert [r.destination for r in votes] == [2, 3]
     for request in votes:
@@ -555,8 +575,12 @@ def test_candidate_vote_request_fields() -> None:
 
 def test_candidate_sends_only_to_voters_without_a_recorded_vote() -> None:
     """§1.3: the candidate re-sends only to voters whose vote it has not recorded."""
-    ctx = (builder(LOCAL, (1, 2, 3, 4, 5)).with_config(request_timeout_ms=300)
-           .with_unknown_leader(EPOCH).build())
+    ctx = (
+        builder(LOCAL, (1, 2, 3, 4, 5))
+        .with_config(request_timeout_ms=300)
+        .with_unknown_leader(EPOCH)
+        .build()
+    )
     votes = to_candidate(ctx)
     reply(ctx, votes[0], True)
     reply(ctx, votes[1], False)
@@ -581,8 +605,12 @@ def test_candidate_one_vote_request_in_flight_per_voter() -> None:
 def test_vote_request_timeout_retry_and_late_response() -> None:
     """§1.3 (Kafka's testVoteRequestTimeout): after the request timeout the vote is asked
     again; the late answer to the first request is stale, the retry's answer counts."""
-    ctx = (builder(LOCAL, (1, 2)).with_config(request_timeout_ms=300)
-           .with_unknown_leader(EPOCH).build())
+    ctx = (
+        builder(LOCAL, (1, 2))
+        .with_config(request_timeout_ms=300)
+        .with_unknown_leader(EPOCH)
+        .build()
+    )
     (first,) = to_candidate(ctx)
     ctx.advance(300)
     ctx.poll_until_idle()
@@ -612,8 +640,12 @@ def test_stale_vote_responses_dropped_after_becoming_follower() -> None:
 def test_stale_vote_response_dropped_after_a_new_candidacy() -> None:
     """§1.3: a grant for an earlier candidacy (epoch e) does not count towards the next one
     (epoch e + 1) even from the same voter."""
-    ctx = (builder(LOCAL, (1, 2)).with_config(election_backoff_max_ms=100)
-           .with_unknown_leader(EPOCH).build())
+    ctx = (
+        builder(LOCAL, (1, 2))
+        .with_config(election_backoff_max_ms=100)
+        .with_unknown_leader(EPOCH)
+        .build()
+    )
     (old,) = to_candidate(ctx)
     ctx.expire_election_timeout()
     ctx.poll_until_idle()

@@ -136,8 +136,12 @@ def test_invalid_fetch_fields_are_answered_with_invalid_request(field: str, valu
     INVALID_REQUEST, before any other check; the leader stays leader and names itself."""
     ctx = leader_context()
     fields: dict[str, Any] = {
-        "replica_id": LEADER, "current_leader_epoch": 2, "max_wait_ms": 500, "fetch_offset": 0,
-        "last_fetched_epoch": 0, field: value,
+        "replica_id": LEADER,
+        "current_leader_epoch": 2,
+        "max_wait_ms": 500,
+        "fetch_offset": 0,
+        "last_fetched_epoch": 0,
+        field: value,
     }
     ctx.deliver_request(FetchRequest(**fields), LEADER)
     ctx.poll()
@@ -162,8 +166,12 @@ def test_fetch_for_another_topic_partition_is_invalid_request(override: dict[str
     """§1.2/§1.4: a Fetch for another topic-partition is a top-level INVALID_REQUEST."""
     ctx = leader_context()
     fields: dict[str, Any] = {
-        "replica_id": LEADER, "current_leader_epoch": 2, "fetch_offset": 3,
-        "last_fetched_epoch": 2, "max_wait_ms": 0, **override,
+        "replica_id": LEADER,
+        "current_leader_epoch": 2,
+        "fetch_offset": 3,
+        "last_fetched_epoch": 2,
+        "max_wait_ms": 0,
+        **override,
     }
     ctx.deliver_request(FetchRequest(**fields), LEADER)
     ctx.poll()
@@ -398,15 +406,24 @@ def _shutdown(ctx: RaftTestContext[bytes]) -> None:
 
 
 def _vote_at_higher_epoch(ctx: RaftTestContext[bytes]) -> None:
-    ctx.deliver_request(VoteRequest(replica_epoch=ctx.epoch + 1, replica_id=OTHER,
-                                    last_offset_epoch=2, last_offset=3), OTHER)
+    ctx.deliver_request(
+        VoteRequest(
+            replica_epoch=ctx.epoch + 1, replica_id=OTHER, last_offset_epoch=2, last_offset=3
+        ),
+        OTHER,
+    )
 
 
 def _new_leader_begins_epoch(ctx: RaftTestContext[bytes]) -> None:
-    ctx.deliver_request(BeginQuorumEpochRequest(
-        leader_id=OTHER, leader_epoch=ctx.epoch + 1, voter_id=LOCAL,
-        leader_endpoints=(Endpoint("CONTROLLER", "localhost", 9993),),
-    ), OTHER)
+    ctx.deliver_request(
+        BeginQuorumEpochRequest(
+            leader_id=OTHER,
+            leader_epoch=ctx.epoch + 1,
+            voter_id=LOCAL,
+            leader_endpoints=(Endpoint("CONTROLLER", "localhost", 9993),),
+        ),
+        OTHER,
+    )
 
 
 @pytest.mark.parametrize(
@@ -446,9 +463,11 @@ def test_parked_fetches_fail_with_not_leader_when_leadership_is_lost(
 
 
 # -- KIP-1166 ---------------------------------------------------------------------------------
-@pytest.mark.parametrize(("fetcher_hw", "answered_at_once"),
-                         [(-1, True), (2, True), (3, False), (INT64_MAX, False)],
-                         ids=["unknown", "behind", "equal", "not-supported"])
+@pytest.mark.parametrize(
+    ("fetcher_hw", "answered_at_once"),
+    [(-1, True), (2, True), (3, False), (INT64_MAX, False)],
+    ids=["unknown", "behind", "equal", "not-supported"],
+)
 def test_fetch_is_answered_at_once_when_the_leader_hw_is_above_the_fetchers(
     fetcher_hw: int, answered_at_once: bool
 ) -> None:
@@ -492,8 +511,7 @@ def test_parked_fetch_completes_when_the_high_watermark_passes_the_fetchers() ->
     """§1.4 KIP-1166: a parked fetch completes when the leader's HW rises above the HW the
     fetcher sent, here because another voter's fetch moved it."""
     ctx = leader_context()
-    ctx.deliver_request(fetch(2, OBSERVER, 3, 2, max_wait_ms=10_000, high_watermark=-1),
-                        OBSERVER)
+    ctx.deliver_request(fetch(2, OBSERVER, 3, 2, max_wait_ms=10_000, high_watermark=-1), OBSERVER)
     ctx.poll()
     assert ctx.sent_responses() == []  # no HW yet: parked
     ctx.deliver_request(fetch(2, LEADER, 3, 2, max_wait_ms=0, high_watermark=-1), LEADER)
@@ -542,8 +560,7 @@ def test_with_a_linger_a_parked_fetch_waits_at_most_the_linger_after_the_hw_move
     """kraft: a fetch parked for maxWait (10 s) before the HW moved now waits only the linger;
     the fetch that moved the HW waits too."""
     ctx = leader_context(fetch_high_watermark_linger_ms=5)
-    ctx.deliver_request(fetch(2, OBSERVER, 3, 2, max_wait_ms=10_000, high_watermark=-1),
-                        OBSERVER)
+    ctx.deliver_request(fetch(2, OBSERVER, 3, 2, max_wait_ms=10_000, high_watermark=-1), OBSERVER)
     ctx.poll()
     ctx.advance(100)
     ctx.deliver_request(fetch(2, LEADER, 3, 2, high_watermark=-1), LEADER)
@@ -554,14 +571,14 @@ def test_with_a_linger_a_parked_fetch_waits_at_most_the_linger_after_the_hw_move
     ctx.poll()
     responses = {r.destination: r.body for r in ctx.sent_responses(FetchResponse)}
     assert set(responses) == {LEADER, OBSERVER}
-    assert all(isinstance(b, FetchResponse) and b.high_watermark == 3
-               for b in responses.values())
+    assert all(isinstance(b, FetchResponse) and b.high_watermark == 3 for b in responses.values())
 
 
 def test_a_negative_high_watermark_linger_is_refused() -> None:
     with pytest.raises(ConfigError, match="fetch_high_watermark_linger_ms"):
-        QuorumConfig(voters={1: ConfigEndpoint("localhost", 9990)},
-                     fetch_high_watermark_linger_ms=-1)
+        QuorumConfig(
+            voters={1: ConfigEndpoint("localhost", 9990)}, fetch_high_watermark_linger_ms=-1
+        )
 
 
 # =============================================================================================
@@ -614,8 +631,9 @@ def test_follower_appends_fetched_batches_as_bytes_and_fetches_on() -> None:
     ctx = follower_context()
     ctx.poll()
     sent, _ = ctx.single_sent_request(FetchRequest)
-    records = (encode_batch(2, 4, [b"c"], timestamp_ms=111)
-               + encode_batch(3, FOLLOWER_EPOCH, [b"d", b"e"], timestamp_ms=222))
+    records = encode_batch(2, 4, [b"c"], timestamp_ms=111) + encode_batch(
+        3, FOLLOWER_EPOCH, [b"d", b"e"], timestamp_ms=222
+    )
     ctx.deliver_response(sent, leader_says(records=records, high_watermark=4))
     ctx.poll()
     assert ctx.log_end_offset == 5
@@ -763,8 +781,9 @@ def test_a_stale_fetch_response_is_ignored_after_the_state_changed() -> None:
     ctx.expire_fetch_timeout()
     ctx.poll()
     assert ctx.role == "Prospective"
-    ctx.deliver_response(sent, leader_says(records=encode_batch(2, 5, [b"c"], timestamp_ms=0),
-                                           high_watermark=3))
+    ctx.deliver_response(
+        sent, leader_says(records=encode_batch(2, 5, [b"c"], timestamp_ms=0), high_watermark=3)
+    )
     ctx.poll()
     assert ctx.log_end_offset == 2
     assert ctx.high_watermark is None
@@ -774,8 +793,13 @@ def test_after_a_successful_fetch_a_follower_refuses_pre_votes() -> None:
     """§1.4/§1.2: a successful fetch marks the leader as alive in this epoch; from then on the
     follower rejects pre-votes it would have granted before."""
     ctx = follower_context()
-    pre_vote = VoteRequest(replica_epoch=FOLLOWER_EPOCH, replica_id=OTHER, last_offset_epoch=1,
-                           last_offset=2, pre_vote=True)
+    pre_vote = VoteRequest(
+        replica_epoch=FOLLOWER_EPOCH,
+        replica_id=OTHER,
+        last_offset_epoch=1,
+        last_offset=2,
+        pre_vote=True,
+    )
     ctx.deliver_request(pre_vote, OTHER)
     ctx.poll()
     first = ctx.single_sent_response(VoteResponse)
@@ -801,8 +825,8 @@ def _corrupt(data: bytes) -> bytes:
     "records",
     [
         _corrupt(encode_batch(2, 5, [b"c", b"d"], timestamp_ms=0)),
-        encode_batch(2, 5, [b"c"], timestamp_ms=0) + _corrupt(
-            encode_batch(3, 5, [b"d"], timestamp_ms=0)),
+        encode_batch(2, 5, [b"c"], timestamp_ms=0)
+        + _corrupt(encode_batch(3, 5, [b"d"], timestamp_ms=0)),
         encode_batch(2, 5, [b"c"], timestamp_ms=0)[:-5],
         encode_batch(7, 5, [b"c"], timestamp_ms=0),
         encode_batch(2, 0, [b"c"], timestamp_ms=0),

@@ -116,10 +116,15 @@ E = Errors
 # ------------------------------------------------------------------------------------------------
 _TOP = frozenset({E.NONE, E.INCONSISTENT_CLUSTER_ID, E.INVALID_REQUEST})
 _VOTER_ONLY = frozenset({E.NONE, E.INVALID_REQUEST, E.FENCED_LEADER_EPOCH})
-_LEADER_ONLY = frozenset({
-    E.NONE, E.FENCED_LEADER_EPOCH, E.UNKNOWN_LEADER_EPOCH, E.NOT_LEADER_OR_FOLLOWER,
-    E.BROKER_NOT_AVAILABLE,
-})
+_LEADER_ONLY = frozenset(
+    {
+        E.NONE,
+        E.FENCED_LEADER_EPOCH,
+        E.UNKNOWN_LEADER_EPOCH,
+        E.NOT_LEADER_OR_FOLLOWER,
+        E.BROKER_NOT_AVAILABLE,
+    }
+)
 ALLOWED_ERRORS: dict[type[Request], tuple[frozenset[int], frozenset[int]]] = {
     VoteRequest: (_TOP, _VOTER_ONLY | {E.INVALID_VOTER_KEY}),
     BeginQuorumEpochRequest: (_TOP, _VOTER_ONLY | {E.INVALID_VOTER_KEY}),
@@ -127,20 +132,35 @@ ALLOWED_ERRORS: dict[type[Request], tuple[frozenset[int], frozenset[int]]] = {
     FetchRequest: (_TOP, _LEADER_ONLY | {E.INVALID_REQUEST}),
     FetchSnapshotRequest: (
         _TOP,
-        _LEADER_ONLY | {E.UNKNOWN_TOPIC_OR_PARTITION, E.SNAPSHOT_NOT_FOUND,
-                        E.POSITION_OUT_OF_RANGE},
+        _LEADER_ONLY
+        | {E.UNKNOWN_TOPIC_OR_PARTITION, E.SNAPSHOT_NOT_FOUND, E.POSITION_OUT_OF_RANGE},
     ),
     DescribeQuorumRequest: (
-        _TOP, frozenset({E.NONE, E.UNKNOWN_TOPIC_OR_PARTITION, E.NOT_LEADER_OR_FOLLOWER})
+        _TOP,
+        frozenset({E.NONE, E.UNKNOWN_TOPIC_OR_PARTITION, E.NOT_LEADER_OR_FOLLOWER}),
     ),
 }
 
 #: Error codes a peer may answer with: the ones the client has rules for, and some it has not.
 RESPONSE_ERRORS = [
-    E.NONE, E.NONE, E.NONE, E.NONE, E.FENCED_LEADER_EPOCH, E.UNKNOWN_LEADER_EPOCH,
-    E.NOT_LEADER_OR_FOLLOWER, E.BROKER_NOT_AVAILABLE, E.INVALID_REQUEST, E.INVALID_VOTER_KEY,
-    E.UNSUPPORTED_VERSION, E.CLUSTER_AUTHORIZATION_FAILED, E.INCONSISTENT_CLUSTER_ID,
-    E.UNKNOWN_SERVER_ERROR, E.SNAPSHOT_NOT_FOUND, E.OFFSET_OUT_OF_RANGE, 9999, -77,
+    E.NONE,
+    E.NONE,
+    E.NONE,
+    E.NONE,
+    E.FENCED_LEADER_EPOCH,
+    E.UNKNOWN_LEADER_EPOCH,
+    E.NOT_LEADER_OR_FOLLOWER,
+    E.BROKER_NOT_AVAILABLE,
+    E.INVALID_REQUEST,
+    E.INVALID_VOTER_KEY,
+    E.UNSUPPORTED_VERSION,
+    E.CLUSTER_AUTHORIZATION_FAILED,
+    E.INCONSISTENT_CLUSTER_ID,
+    E.UNKNOWN_SERVER_ERROR,
+    E.SNAPSHOT_NOT_FOUND,
+    E.OFFSET_OUT_OF_RANGE,
+    9999,
+    -77,
 ]
 #: Replica ids a message may come from or name: self, the other voters, observers, anonymous.
 IDS = [-1, 1, 2, 3, 4, 5, 9]
@@ -174,9 +194,13 @@ def _prospective() -> RaftTestContext[bytes]:
 def _candidate() -> RaftTestContext[bytes]:
     context = _prospective()
     for request in context.sent_requests(VoteRequest):
-        context.deliver_response(request, VoteResponse(
-            leader_epoch=START_EPOCH, vote_granted=True,
-        ))
+        context.deliver_response(
+            request,
+            VoteResponse(
+                leader_epoch=START_EPOCH,
+                vote_granted=True,
+            ),
+        )
     context.poll()
     context.poll()  # sends the votes
     return context
@@ -185,9 +209,13 @@ def _candidate() -> RaftTestContext[bytes]:
 def _candidate_backing_off() -> RaftTestContext[bytes]:
     context = _candidate()
     for request in context.sent_requests(VoteRequest):
-        context.deliver_response(request, VoteResponse(
-            leader_epoch=context.epoch, vote_granted=False,
-        ))
+        context.deliver_response(
+            request,
+            VoteResponse(
+                leader_epoch=context.epoch,
+                vote_granted=False,
+            ),
+        )
     context.poll()
     context.poll()
     return context
@@ -208,29 +236,33 @@ def _resigned() -> RaftTestContext[bytes]:
 
 START_STATES: dict[str, tuple[str, Callable[[], RaftTestContext[bytes]]]] = {
     # name: (the role it must be in, how to get there)
-    "unattached": ("Unattached",
-                   lambda: _builder(1).with_unknown_leader(START_EPOCH).build()),
+    "unattached": ("Unattached", lambda: _builder(1).with_unknown_leader(START_EPOCH).build()),
     "voted": ("Voted", lambda: _builder(1).with_voted_candidate(START_EPOCH, 2).build()),
     "prospective": ("Prospective", _prospective),
     "candidate": ("Candidate", _candidate),
     "candidate-restarted": (
-        "Candidate", lambda: _builder(1).with_voted_candidate(START_EPOCH, 1).build()
+        "Candidate",
+        lambda: _builder(1).with_voted_candidate(START_EPOCH, 1).build(),
     ),
     "candidate-backing-off": ("Candidate", _candidate_backing_off),
     "leader": ("Leader", _leader),
     "follower": ("Follower", lambda: _builder(1).with_elected_leader(START_EPOCH, 2).build()),
     "resigned": ("Resigned", _resigned),
     "resigned-restarted": (
-        "Resigned", lambda: _builder(1).with_elected_leader(START_EPOCH, 1).build()
+        "Resigned",
+        lambda: _builder(1).with_elected_leader(START_EPOCH, 1).build(),
     ),
     "observer-unattached": (
-        "Unattached", lambda: _builder(4).with_unknown_leader(START_EPOCH).build()
+        "Unattached",
+        lambda: _builder(4).with_unknown_leader(START_EPOCH).build(),
     ),
     "observer-follower": (
-        "Follower", lambda: _builder(4).with_elected_leader(START_EPOCH, 2).build()
+        "Follower",
+        lambda: _builder(4).with_elected_leader(START_EPOCH, 2).build(),
     ),
     "anonymous-observer": (
-        "Unattached", lambda: _builder(None).with_unknown_leader(START_EPOCH).build()
+        "Unattached",
+        lambda: _builder(None).with_unknown_leader(START_EPOCH).build(),
     ),
 }
 
@@ -256,20 +288,23 @@ def _offset(data: st.DataObject, end_offset: int) -> int:
 
 
 def _directory(data: st.DataObject) -> uuid.UUID:
-    return data.draw(st.sampled_from([ZERO_UUID, LOCAL_DIRECTORY, OTHER_DIRECTORY])
-                     | st.uuids())
+    return data.draw(st.sampled_from([ZERO_UUID, LOCAL_DIRECTORY, OTHER_DIRECTORY]) | st.uuids())
 
 
 def _topic(data: st.DataObject) -> dict[str, Any]:
     """The metadata topic-partition most of the time; a wrong one sometimes."""
     if data.draw(st.integers(0, 9)) > 0:
         return {}
-    return data.draw(st.sampled_from([
-        {"topic_name": "__consumer_offsets"},
-        {"topic_name": ""},
-        {"partition_index": 1},
-        {"partition_index": -1},
-    ]))
+    return data.draw(
+        st.sampled_from(
+            [
+                {"topic_name": "__consumer_offsets"},
+                {"topic_name": ""},
+                {"partition_index": 1},
+                {"partition_index": -1},
+            ]
+        )
+    )
 
 
 def _voter_endpoints(voter: int) -> tuple[Endpoint, ...]:
@@ -277,13 +312,17 @@ def _voter_endpoints(voter: int) -> tuple[Endpoint, ...]:
 
 
 def _node_endpoints(data: st.DataObject, leader: int) -> tuple[NodeEndpoint, ...]:
-    return data.draw(st.sampled_from([
-        (),
-        (NodeEndpoint(leader, "localhost", 9990 + leader),),
-        (NodeEndpoint(leader, "elsewhere", 19090),),
-        (NodeEndpoint(leader, "localhost", 9990 + leader), NodeEndpoint(leader, "b", 1)),
-        (NodeEndpoint(7, "unrelated", 1),),
-    ]))
+    return data.draw(
+        st.sampled_from(
+            [
+                (),
+                (NodeEndpoint(leader, "localhost", 9990 + leader),),
+                (NodeEndpoint(leader, "elsewhere", 19090),),
+                (NodeEndpoint(leader, "localhost", 9990 + leader), NodeEndpoint(leader, "b", 1)),
+                (NodeEndpoint(7, "unrelated", 1),),
+            ]
+        )
+    )
 
 
 def _epoch_at(context: RaftTestContext[bytes], offset: int) -> int:
@@ -297,15 +336,13 @@ def _epoch_at(context: RaftTestContext[bytes], offset: int) -> int:
 
 def _records(data: st.DataObject, context: RaftTestContext[bytes]) -> bytes:
     """Fetched records: nothing, garbage, or well-formed batches at (or near) our end."""
-    kind = data.draw(st.sampled_from(["none", "garbage", "batch", "batch", "misplaced",
-                                      "torn"]))
+    kind = data.draw(st.sampled_from(["none", "garbage", "batch", "batch", "misplaced", "torn"]))
     if kind == "none":
         return b""
     if kind == "garbage":
         return data.draw(st.binary(min_size=1, max_size=80))
     end = context.log_end_offset
-    base = end if kind != "misplaced" else data.draw(st.sampled_from([0, max(0, end - 1),
-                                                                      end + 1]))
+    base = end if kind != "misplaced" else data.draw(st.sampled_from([0, max(0, end - 1), end + 1]))
     low = context.log.last_fetched_epoch
     epoch = data.draw(st.integers(max(0, low - 1), max(low, context.epoch) + 1))
     values = data.draw(st.lists(st.binary(max_size=6), min_size=1, max_size=3))
@@ -313,8 +350,12 @@ def _records(data: st.DataObject, context: RaftTestContext[bytes]) -> bytes:
     if data.draw(st.booleans()):
         # A second batch right after the first, possibly in a later epoch.
         values2 = data.draw(st.lists(st.binary(max_size=6), min_size=1, max_size=2))
-        batch += encode_batch(base + len(values), epoch + data.draw(st.integers(0, 1)),
-                              values2, timestamp_ms=context.clock.wall_ms())
+        batch += encode_batch(
+            base + len(values),
+            epoch + data.draw(st.integers(0, 1)),
+            values2,
+            timestamp_ms=context.clock.wall_ms(),
+        )
     if kind == "torn":
         batch = batch[: data.draw(st.integers(1, len(batch) - 1))]
     return batch
@@ -332,8 +373,10 @@ def _vote_request(data: st.DataObject, context: RaftTestContext[bytes], source: 
     pre_vote = data.draw(st.booleans())
     if _coherent(data):
         epoch = context.epoch + (0 if pre_vote else data.draw(st.integers(0, 1)))
-        last_epoch = min(context.log.last_fetched_epoch + data.draw(st.integers(-1, 1)),
-                         epoch - (0 if pre_vote else 1))
+        last_epoch = min(
+            context.log.last_fetched_epoch + data.draw(st.integers(-1, 1)),
+            epoch - (0 if pre_vote else 1),
+        )
         return VoteRequest(
             replica_epoch=epoch,
             replica_id=source,
@@ -372,10 +415,16 @@ def _begin_quorum_epoch_request(
         leader_epoch=_epoch(data, context.epoch),
         voter_id=data.draw(st.sampled_from(IDS)),
         voter_directory_id=_directory(data),
-        leader_endpoints=data.draw(st.sampled_from([
-            (), _voter_endpoints(max(0, leader)), (Endpoint("CONTROLLER", "elsewhere", 1),),
-            (*_voter_endpoints(max(0, leader)), Endpoint("OTHER", "h", 2)),
-        ])),
+        leader_endpoints=data.draw(
+            st.sampled_from(
+                [
+                    (),
+                    _voter_endpoints(max(0, leader)),
+                    (Endpoint("CONTROLLER", "elsewhere", 1),),
+                    (*_voter_endpoints(max(0, leader)), Endpoint("OTHER", "h", 2)),
+                ]
+            )
+        ),
         **_topic(data),
     )
 
@@ -384,8 +433,9 @@ def _end_quorum_epoch_request(
     data: st.DataObject, context: RaftTestContext[bytes], source: int
 ) -> Request:
     candidates = tuple(
-        PreferredCandidate(c, data.draw(st.sampled_from([ZERO_UUID, LOCAL_DIRECTORY,
-                                                         OTHER_DIRECTORY])))
+        PreferredCandidate(
+            c, data.draw(st.sampled_from([ZERO_UUID, LOCAL_DIRECTORY, OTHER_DIRECTORY]))
+        )
         for c in data.draw(st.lists(st.sampled_from(IDS), max_size=3))
     )
     if _coherent(data):
@@ -419,8 +469,9 @@ def _fetch_request(data: st.DataObject, context: RaftTestContext[bytes], source:
             fetch_offset=offset,
             last_fetched_epoch=_epoch_at(context, offset),
             max_wait_ms=data.draw(st.sampled_from([0, 100, 500])),
-            high_watermark=data.draw(st.sampled_from([-1, INT64_MAX, context.log.high_watermark,
-                                                      offset])),
+            high_watermark=data.draw(
+                st.sampled_from([-1, INT64_MAX, context.log.high_watermark, offset])
+            ),
             replica_directory_id=data.draw(st.sampled_from([ZERO_UUID, OTHER_DIRECTORY])),
         )
     topic = _topic(data)
@@ -445,8 +496,7 @@ def _fetch_snapshot_request(
     return FetchSnapshotRequest(
         replica_id=data.draw(st.sampled_from([*IDS, source])),
         current_leader_epoch=_epoch(data, context.epoch),
-        snapshot_id=SnapshotId(_offset(data, context.log_end_offset),
-                               _epoch(data, context.epoch)),
+        snapshot_id=SnapshotId(_offset(data, context.log_end_offset), _epoch(data, context.epoch)),
         position=data.draw(st.sampled_from([-1, 0, 10])),
         replica_directory_id=_directory(data),
         **_topic(data),
@@ -460,8 +510,14 @@ def _describe_quorum_request(
 
 
 REQUEST_BUILDERS: list[Callable[[st.DataObject, RaftTestContext[bytes], int], Request]] = [
-    _vote_request, _vote_request, _begin_quorum_epoch_request, _end_quorum_epoch_request,
-    _fetch_request, _fetch_request, _fetch_request, _fetch_snapshot_request,
+    _vote_request,
+    _vote_request,
+    _begin_quorum_epoch_request,
+    _end_quorum_epoch_request,
+    _fetch_request,
+    _fetch_request,
+    _fetch_request,
+    _fetch_snapshot_request,
     _describe_quorum_request,
 ]
 
@@ -475,11 +531,21 @@ def _response_header(
     """Error codes, leader and epoch for a response."""
     if coherent:
         known = context.client.leader_id
-        leader = known if known is not None and known != context.client.local_id else (
-            data.draw(st.sampled_from([-1, *[v for v in VOTERS if v != context.client.local_id]]))
+        leader = (
+            known
+            if known is not None and known != context.client.local_id
+            else (
+                data.draw(
+                    st.sampled_from([-1, *[v for v in VOTERS if v != context.client.local_id]])
+                )
+            )
         )
-        return {"error_code": 0, "partition_error_code": 0, "leader_id": leader,
-                "leader_epoch": context.epoch + data.draw(st.sampled_from([0, 0, 0, 1]))}
+        return {
+            "error_code": 0,
+            "partition_error_code": 0,
+            "leader_id": leader,
+            "leader_epoch": context.epoch + data.draw(st.sampled_from([0, 0, 0, 1])),
+        }
     return {
         "error_code": data.draw(st.sampled_from([0, 0, 0, *RESPONSE_ERRORS])),
         "partition_error_code": data.draw(st.sampled_from(RESPONSE_ERRORS)),
@@ -498,8 +564,7 @@ def _response_for(
     endpoints = _node_endpoints(data, leader) if leader >= 0 else ()
     if kind is VoteResponse:
         granted = data.draw(st.sampled_from([True, True, False] if coherent else [True, False]))
-        return VoteResponse(**header, vote_granted=granted,
-                            node_endpoints=endpoints, **topic)
+        return VoteResponse(**header, vote_granted=granted, node_endpoints=endpoints, **topic)
     if kind is BeginQuorumEpochResponse:
         return BeginQuorumEpochResponse(**header, node_endpoints=endpoints, **topic)
     if kind is EndQuorumEpochResponse:
@@ -511,13 +576,14 @@ def _response_for(
         news = data.draw(st.sampled_from(["records", "records", "diverging", "snapshot"]))
         if news == "diverging":
             diverging = EpochEndOffset(
-                epoch=data.draw(st.sampled_from([-1, 0, 1, 2, context.epoch,
-                                                 context.epoch + 1])),
+                epoch=data.draw(st.sampled_from([-1, 0, 1, 2, context.epoch, context.epoch + 1])),
                 end_offset=_offset(data, end),
             )
         elif news == "snapshot":
-            snapshot = SnapshotId(end_offset=data.draw(st.sampled_from([-1, 0, end, end + 5])),
-                                  epoch=data.draw(st.sampled_from([-1, 0, context.epoch])))
+            snapshot = SnapshotId(
+                end_offset=data.draw(st.sampled_from([-1, 0, end, end + 5])),
+                epoch=data.draw(st.sampled_from([-1, 0, context.epoch])),
+            )
         return FetchResponse(
             error_code=header["error_code"],
             partition_error_code=header["partition_error_code"],
@@ -532,13 +598,18 @@ def _response_for(
         )
     if kind is FetchSnapshotResponse:
         return FetchSnapshotResponse(
-            error_code=header["error_code"], partition_error_code=header["partition_error_code"],
+            error_code=header["error_code"],
+            partition_error_code=header["partition_error_code"],
             current_leader=LeaderIdAndEpoch(leader, header["leader_epoch"]),
-            unaligned_records=data.draw(st.binary(max_size=16)), **topic,
+            unaligned_records=data.draw(st.binary(max_size=16)),
+            **topic,
         )
     return DescribeQuorumResponse(
-        error_code=header["error_code"], partition_error_code=header["partition_error_code"],
-        leader_id=leader, leader_epoch=header["leader_epoch"], **topic,
+        error_code=header["error_code"],
+        partition_error_code=header["partition_error_code"],
+        leader_id=leader,
+        leader_epoch=header["leader_epoch"],
+        **topic,
     )
 
 
@@ -569,8 +640,10 @@ def _epoch_beyond_int32(message: object) -> bool:
     """Whether ``message`` (or a struct in it) has an epoch field outside int32."""
     for name in getattr(message, "__struct_fields__", ()):
         value = getattr(message, name)
-        if name.endswith("epoch") and isinstance(value, int) and not (
-            -(2**31) <= value <= INT32_MAX
+        if (
+            name.endswith("epoch")
+            and isinstance(value, int)
+            and not (-(2**31) <= value <= INT32_MAX)
         ):
             return True
         if hasattr(value, "__struct_fields__") and _epoch_beyond_int32(value):
@@ -596,7 +669,8 @@ def expected_error(pending: Pending, low: int, high: int) -> tuple[str, int] | N
         return "top", E.INVALID_REQUEST
     if isinstance(body, VoteRequest):
         illegal_epoch = (
-            body.last_offset_epoch > body.replica_epoch if body.pre_vote
+            body.last_offset_epoch > body.replica_epoch
+            if body.pre_vote
             else body.last_offset_epoch >= body.replica_epoch
         )
         if body.last_offset < 0 or body.last_offset_epoch < 0 or illegal_epoch:
@@ -605,8 +679,12 @@ def expected_error(pending: Pending, low: int, high: int) -> tuple[str, int] | N
     if isinstance(body, BeginQuorumEpochRequest | EndQuorumEpochRequest):
         return _voter_only(body.leader_id, body.leader_epoch, low, high)
     if isinstance(body, FetchRequest):
-        if (body.max_wait_ms < 0 or body.fetch_offset < 0 or body.last_fetched_epoch < 0
-                or body.last_fetched_epoch > body.current_leader_epoch):
+        if (
+            body.max_wait_ms < 0
+            or body.fetch_offset < 0
+            or body.last_fetched_epoch < 0
+            or body.last_fetched_epoch > body.current_leader_epoch
+        ):
             return "partition", E.INVALID_REQUEST  # §1.4
         return _leader_only(body.current_leader_epoch, low, high)
     if isinstance(body, FetchSnapshotRequest):
@@ -686,7 +764,10 @@ class ClientFuzz(RuleBasedStateMachine):
         cluster_id = data.draw(st.sampled_from([None, None, CLUSTER_ID, CLUSTER_ID, "", "other"]))
         api_version = data.draw(st.sampled_from([None, None, 0, body.MAX_VERSION]))
         correlation_id = context.deliver_request(
-            body, source, source_directory_id=_directory(data), cluster_id=cluster_id,
+            body,
+            source,
+            source_directory_id=_directory(data),
+            cluster_id=cluster_id,
             api_version=api_version,
         )
         data.draw(st.just(body), label="request")
@@ -726,8 +807,10 @@ class ClientFuzz(RuleBasedStateMachine):
     def poll(self) -> None:
         self._poll()
 
-    @rule(ms=st.sampled_from([1, 20, 25, 100, 499, 500, 999, 1000, 1500, 2000, 3000, 4000])
-          | st.integers(0, 5000))
+    @rule(
+        ms=st.sampled_from([1, 20, 25, 100, 499, 500, 999, 1000, 1500, 2000, 3000, 4000])
+        | st.integers(0, 5000)
+    )
     def advance_and_poll(self, ms: int) -> None:
         self.ctx.advance(ms)
         self._poll()
@@ -766,9 +849,7 @@ class ClientFuzz(RuleBasedStateMachine):
     def _check_response(self, response: OutboundResponse) -> None:
         context = self.ctx
         pending = self.pending.pop(response.correlation_id, None)
-        assert pending is not None, (
-            f"a response to no request (or a second one): {response}"
-        )
+        assert pending is not None, f"a response to no request (or a second one): {response}"
         body = response.body
         request = pending.body
         assert response.destination == pending.source, (response, pending)
@@ -811,9 +892,7 @@ class ClientFuzz(RuleBasedStateMachine):
 
     def _check_vote(self, request: VoteRequest, body: VoteResponse, ok: bool) -> None:
         context = self.ctx
-        if body.error_code == E.NONE and body.partition_error_code in (
-            E.NONE, E.INVALID_VOTER_KEY
-        ):
+        if body.error_code == E.NONE and body.partition_error_code in (E.NONE, E.INVALID_VOTER_KEY):
             # §1.2 step 5: a higher epoch is adopted first, for pre-votes too.
             assert context.epoch >= request.replica_epoch, (request, context.client)
         if not body.vote_granted:
@@ -837,14 +916,17 @@ class ClientFuzz(RuleBasedStateMachine):
         log = context.log
         if not repeated:
             assert (request.last_offset_epoch, request.last_offset) >= (
-                log.last_fetched_epoch, log.log_end_offset
+                log.last_fetched_epoch,
+                log.log_end_offset,
             ), (request, log.last_fetched_epoch, log.log_end_offset)
         if not request.pre_vote:
             # §1.1/§1.7: the vote was made durable before it was granted.
             stored = context.stored_state()
             assert stored is not None
-            assert (stored.epoch, stored.voted_id) == (request.replica_epoch,
-                                                       request.replica_id), (stored, request)
+            assert (stored.epoch, stored.voted_id) == (request.replica_epoch, request.replica_id), (
+                stored,
+                request,
+            )
             self.votes.setdefault(request.replica_epoch, set()).add(request.replica_id)
 
     def _check_fetch(self, request: FetchRequest, body: FetchResponse) -> None:
@@ -860,8 +942,10 @@ class ClientFuzz(RuleBasedStateMachine):
             # fetcher's log is wrong past its end.
             assert not body.records, body
             assert diverging.epoch <= request.last_fetched_epoch, (request, diverging)
-            assert (diverging.epoch < request.last_fetched_epoch
-                    or diverging.end_offset < request.fetch_offset), (request, diverging)
+            assert (
+                diverging.epoch < request.last_fetched_epoch
+                or diverging.end_offset < request.fetch_offset
+            ), (request, diverging)
             assert diverging.end_offset <= context.log_end_offset, (request, diverging)
 
     def _check_store_and_votes(self) -> None:
@@ -896,7 +980,9 @@ class ClientFuzz(RuleBasedStateMachine):
         # the same epoch, leader and vote (§1.1, §1.7).
         assert stored is not None
         assert (stored.epoch, stored.leader_id, stored.voted_id) == (
-            context.epoch, context.leader_id, context.voted_id
+            context.epoch,
+            context.leader_id,
+            context.voted_id,
         ), (stored, context.client)
 
     @invariant()
@@ -915,13 +1001,14 @@ class ClientFuzz(RuleBasedStateMachine):
     def listener_sees_the_committed_log(self) -> None:
         if self.context is None:
             return
-        new_batches = self.listener.batches[self.listener_checked:]
+        new_batches = self.listener.batches[self.listener_checked :]
         if not new_batches:
             return
         self.listener_checked = len(self.listener.batches)
         committed = {
             record.offset: record.value
-            for batch in self.ctx.log.batches() if batch.base_offset < self.max_high_watermark
+            for batch in self.ctx.log.batches()
+            if batch.base_offset < self.max_high_watermark
             for record in batch.records()
         }
         for batch in new_batches:
@@ -942,8 +1029,11 @@ class ClientFuzz(RuleBasedStateMachine):
         for _ in range(3):
             if not self.pending:
                 break
-            waits = [p.body.max_wait_ms for p in self.pending.values()
-                     if isinstance(p.body, FetchRequest)]
+            waits = [
+                p.body.max_wait_ms
+                for p in self.pending.values()
+                if isinstance(p.body, FetchRequest)
+            ]
             context.advance(max([0, *waits]) + 1)
             self._poll()
         assert not self.pending, f"never answered: {list(self.pending.values())}"
@@ -955,8 +1045,11 @@ FUZZ_SETTINGS = settings(
     stateful_step_count=40,
     deadline=None,
     derandomize=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
-                           HealthCheck.data_too_large],
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.filter_too_much,
+        HealthCheck.data_too_large,
+    ],
 )
 
 
@@ -967,8 +1060,9 @@ def test_client_in_every_state_survives_arbitrary_messages(start: str) -> None:
     error; votes are durable and single per epoch; the epoch never decreases; the stored
     election state matches the replica; the committed prefix never changes."""
 
-    machine = type(f"ClientFuzzFrom_{start.replace('-', '_')}", (ClientFuzz,),
-                   {"start_name": start})
+    machine = type(
+        f"ClientFuzzFrom_{start.replace('-', '_')}", (ClientFuzz,), {"start_name": start}
+    )
     run_state_machine_as_test(machine, settings=FUZZ_SETTINGS)
 
 
@@ -977,7 +1071,13 @@ def test_start_states_are_what_they_claim() -> None:
     roles = {name: build().role for name, (_, build) in START_STATES.items()}
     assert roles == {name: role for name, (role, _) in START_STATES.items()}
     assert set(roles.values()) == {
-        "Unattached", "Voted", "Prospective", "Candidate", "Leader", "Follower", "Resigned",
+        "Unattached",
+        "Voted",
+        "Prospective",
+        "Candidate",
+        "Leader",
+        "Follower",
+        "Resigned",
     }
     observer = START_STATES["observer-follower"][1]()
     assert not observer.client.is_voter
@@ -987,26 +1087,28 @@ def test_start_states_are_what_they_claim() -> None:
 def test_expected_error_oracle() -> None:
     """§1.2-1.4: the fuzz's oracle for the first failing check (a check on the checker)."""
     vote = VoteRequest(replica_epoch=5, replica_id=2, last_offset_epoch=4, last_offset=3)
-    assert expected_error(Pending(vote, 2, "other", 5), 5, 5) == (
-        "top", E.INCONSISTENT_CLUSTER_ID
-    )
+    assert expected_error(Pending(vote, 2, "other", 5), 5, 5) == ("top", E.INCONSISTENT_CLUSTER_ID)
     assert expected_error(Pending(vote, 2, "", 5), 5, 5) == ("top", E.INCONSISTENT_CLUSTER_ID)
     assert expected_error(Pending(vote, 2, None, 5), 5, 5) is None
     assert expected_error(Pending(vote, 2, CLUSTER_ID, 6), 6, 6) == (
-        "partition", E.FENCED_LEADER_EPOCH
+        "partition",
+        E.FENCED_LEADER_EPOCH,
     )
-    standard_same_epoch = VoteRequest(replica_epoch=5, replica_id=2, last_offset_epoch=5,
-                                      last_offset=3)
+    standard_same_epoch = VoteRequest(
+        replica_epoch=5, replica_id=2, last_offset_epoch=5, last_offset=3
+    )
     assert expected_error(Pending(standard_same_epoch, 2, None, 5), 5, 5) == (
-        "partition", E.INVALID_REQUEST
+        "partition",
+        E.INVALID_REQUEST,
     )
-    fetch = FetchRequest(replica_id=2, current_leader_epoch=7, fetch_offset=0,
-                         last_fetched_epoch=0, max_wait_ms=0)
-    assert expected_error(Pending(fetch, 2, None, 5), 5, 6) == (
-        "partition", E.UNKNOWN_LEADER_EPOCH
+    fetch = FetchRequest(
+        replica_id=2, current_leader_epoch=7, fetch_offset=0, last_fetched_epoch=0, max_wait_ms=0
     )
-    assert expected_error(Pending(DescribeQuorumRequest(partition_index=1), 2, None, 5),
-                          5, 5) == ("partition", E.UNKNOWN_TOPIC_OR_PARTITION)
+    assert expected_error(Pending(fetch, 2, None, 5), 5, 6) == ("partition", E.UNKNOWN_LEADER_EPOCH)
+    assert expected_error(Pending(DescribeQuorumRequest(partition_index=1), 2, None, 5), 5, 5) == (
+        "partition",
+        E.UNKNOWN_TOPIC_OR_PARTITION,
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1017,10 +1119,16 @@ def test_an_epoch_beyond_int32_in_a_request_is_refused() -> None:
     kraft's msgpack wire carries any integer, so a request naming epoch 2**31 reaches the
     client: it must be refused with an error, not crash poll() or move the epoch."""
     context = _builder(1).with_unknown_leader(START_EPOCH).build()
-    context.deliver_request(VoteRequest(
-        replica_epoch=INT32_MAX + 1, replica_id=2, last_offset_epoch=2, last_offset=3,
-        pre_vote=True,
-    ), source=2)
+    context.deliver_request(
+        VoteRequest(
+            replica_epoch=INT32_MAX + 1,
+            replica_id=2,
+            last_offset_epoch=2,
+            last_offset=3,
+            pre_vote=True,
+        ),
+        source=2,
+    )
     context.poll()
     response = context.single_sent_response(VoteResponse)
     assert isinstance(response, VoteResponse)
@@ -1046,10 +1154,16 @@ def test_a_replica_at_the_largest_epoch_survives_an_election() -> None:
     stored: the replica must refuse (the request, or the candidacy) rather than crash poll()
     on every election timeout from then on."""
     context = _builder(1).with_unknown_leader(START_EPOCH).build()
-    context.deliver_request(VoteRequest(
-        replica_epoch=INT32_MAX, replica_id=2, last_offset_epoch=0, last_offset=0,
-        pre_vote=True,
-    ), source=2)
+    context.deliver_request(
+        VoteRequest(
+            replica_epoch=INT32_MAX,
+            replica_id=2,
+            last_offset_epoch=0,
+            last_offset=0,
+            pre_vote=True,
+        ),
+        source=2,
+    )
     context.poll()
     context.sent_responses()
     for _ in range(3):
@@ -1057,9 +1171,13 @@ def test_a_replica_at_the_largest_epoch_survives_an_election() -> None:
         context.poll_until_idle()
         for request in context.sent_requests(VoteRequest):
             assert isinstance(request.body, VoteRequest)
-            context.deliver_response(request, VoteResponse(
-                leader_epoch=request.body.replica_epoch, vote_granted=True,
-            ))
+            context.deliver_response(
+                request,
+                VoteResponse(
+                    leader_epoch=request.body.replica_epoch,
+                    vote_granted=True,
+                ),
+            )
         context.poll_until_idle()
     stored = context.stored_state()
     assert stored is not None and stored.epoch <= INT32_MAX

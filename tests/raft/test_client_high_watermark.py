@@ -82,8 +82,7 @@ def epoch_before(ctx: RaftTestContext[bytes], offset: int) -> int:
 
 def replica_fetches(ctx: RaftTestContext[bytes], replica_id: int, offset: int) -> FetchResponse:
     """``replica_id``, its log agreeing with the leader's up to ``offset``, fetches there."""
-    ctx.deliver_request(fetch(ctx.epoch, replica_id, offset, epoch_before(ctx, offset)),
-                        replica_id)
+    ctx.deliver_request(fetch(ctx.epoch, replica_id, offset, epoch_before(ctx, offset)), replica_id)
     ctx.poll()
     body = ctx.single_sent_response(FetchResponse)
     assert isinstance(body, FetchResponse)
@@ -228,10 +227,14 @@ def test_a_new_leader_forgets_the_high_watermark_it_knew_as_follower() -> None:
     )
     ctx.poll()
     sent, _ = ctx.single_sent_request(FetchRequest)
-    ctx.deliver_response(sent, FetchResponse(
-        high_watermark=3, records=encode_batch(0, 1, [b"a", b"b", b"c"], timestamp_ms=0),
-        current_leader=LeaderIdAndEpoch(2, 1),
-    ))
+    ctx.deliver_response(
+        sent,
+        FetchResponse(
+            high_watermark=3,
+            records=encode_batch(0, 1, [b"a", b"b", b"c"], timestamp_ms=0),
+            current_leader=LeaderIdAndEpoch(2, 1),
+        ),
+    )
     ctx.poll()
     assert hw(ctx) == 3
     epoch = ctx.become_leader()
@@ -276,10 +279,14 @@ class Leader:
             encode_batch(self.fetch.fetch_offset + i, FOLLOWER_EPOCH, [v], timestamp_ms=0)
             for i, v in enumerate(values)
         )
-        ctx.deliver_response(self.pending, FetchResponse(
-            high_watermark=high_watermark, records=records,
-            current_leader=LeaderIdAndEpoch(2, FOLLOWER_EPOCH),
-        ))
+        ctx.deliver_response(
+            self.pending,
+            FetchResponse(
+                high_watermark=high_watermark,
+                records=records,
+                current_leader=LeaderIdAndEpoch(2, FOLLOWER_EPOCH),
+            ),
+        )
         ctx.poll()
         ctx.poll()
         self.pending, self.fetch = ctx.single_sent_request(FetchRequest)
@@ -382,6 +389,7 @@ def test_the_leader_writes_the_accumulators_encoded_batches() -> None:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             calls.append(name)
             return method(*args, **kwargs)
+
         return wrapper
 
     log = ctx.log
@@ -396,8 +404,7 @@ def test_the_leader_writes_the_accumulators_encoded_batches() -> None:
         parsed = DefaultRecordBatch(bytes(batch))
         assert parsed.validate_crc()
         assert parsed.leader_epoch == 2
-        theirs.append((parsed.base_offset, parsed.is_control_batch,
-                       [r.value for r in parsed]))
+        theirs.append((parsed.base_offset, parsed.is_control_batch, [r.value for r in parsed]))
     assert theirs[0][:2] == (1, True)  # the LeaderChange
     assert theirs[1:] == [(2, False, [b"x", b"y"]), (4, False, [b"z"])]
 
@@ -427,8 +434,9 @@ def test_a_fetch_that_moves_the_high_watermark_answers_parked_fetches_without_re
     replica_fetches(ctx, 3, 2)
     assert hw(ctx) == 2
     append(ctx, [b"b"])  # LEO 3
-    ctx.deliver_request(fetch(ctx.epoch, 4, 3, epoch_before(ctx, 3), max_wait_ms=500,
-                              high_watermark=2), 4)
+    ctx.deliver_request(
+        fetch(ctx.epoch, 4, 3, epoch_before(ctx, 3), max_wait_ms=500, high_watermark=2), 4
+    )
     ctx.poll()
     assert ctx.sent_responses(FetchResponse) == []  # parked: nothing new for replica 4
     ctx.deliver_request(fetch(ctx.epoch, 2, 3, epoch_before(ctx, 3)), 2)

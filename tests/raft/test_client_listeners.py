@@ -84,27 +84,31 @@ def follower(*batches: tuple[int, list[bytes]]) -> RaftTestContext[bytes]:
     return builder.build()
 
 
-def answer_fetch(
-    context: RaftTestContext[Any], high_watermark: int, records: bytes = b""
-) -> None:
+def answer_fetch(context: RaftTestContext[Any], high_watermark: int, records: bytes = b"") -> None:
     """Poll until the follower fetches, answer with ``records`` and ``high_watermark``, poll."""
     context.poll()
     request, _ = context.single_sent_request(FetchRequest)
-    context.deliver_response(request, FetchResponse(
-        high_watermark=high_watermark,
-        records=records,
-        current_leader=LeaderIdAndEpoch(REMOTE_LEADER, FOLLOWER_EPOCH),
-    ))
+    context.deliver_response(
+        request,
+        FetchResponse(
+            high_watermark=high_watermark,
+            records=records,
+            current_leader=LeaderIdAndEpoch(REMOTE_LEADER, FOLLOWER_EPOCH),
+        ),
+    )
     context.poll()
 
 
 def begin_quorum_epoch(context: RaftTestContext[Any], leader: int, epoch: int) -> None:
-    context.deliver_request(BeginQuorumEpochRequest(
-        leader_id=leader,
-        leader_epoch=epoch,
-        voter_id=LOCAL,
-        leader_endpoints=(Endpoint("CONTROLLER", "localhost", 9990 + leader),),
-    ), source=leader)
+    context.deliver_request(
+        BeginQuorumEpochRequest(
+            leader_id=leader,
+            leader_epoch=epoch,
+            voter_id=LOCAL,
+            leader_endpoints=(Endpoint("CONTROLLER", "localhost", 9990 + leader),),
+        ),
+        source=leader,
+    )
     context.poll()
 
 
@@ -123,13 +127,16 @@ def fetch_from(
     context: RaftTestContext[Any], replica: int, offset: int, last_fetched_epoch: int
 ) -> None:
     """Voter ``replica`` fetches at ``offset`` (its log end): the leader counts it."""
-    context.deliver_request(FetchRequest(
-        replica_id=replica,
-        current_leader_epoch=context.epoch,
-        fetch_offset=offset,
-        last_fetched_epoch=last_fetched_epoch,
-        max_wait_ms=0,
-    ), source=replica)
+    context.deliver_request(
+        FetchRequest(
+            replica_id=replica,
+            current_leader_epoch=context.epoch,
+            fetch_offset=offset,
+            last_fetched_epoch=last_fetched_epoch,
+            max_wait_ms=0,
+        ),
+        source=replica,
+    )
     context.poll()
 
 
@@ -285,15 +292,25 @@ def test_a_listener_catches_up_during_an_election_once_the_hw_is_known() -> None
     """§2: delivery depends only on the HW: a listener registered after the leader lost its
     epoch still reads every committed batch, and is not told the old local leadership
     (Kafka's testHandleCommitCallbackFiresInVotedState)."""
-    context, epoch = leader(batches=(
-        (2, [b"a", b"b", b"c"]), (4, [b"d", b"e", b"f"]), (4, [b"g", b"h", b"i"]),
-    ))
+    context, epoch = leader(
+        batches=(
+            (2, [b"a", b"b", b"c"]),
+            (4, [b"d", b"e", b"f"]),
+            (4, [b"g", b"h", b"i"]),
+        )
+    )
     replicate_all(context)
     assert context.high_watermark == 10
-    context.deliver_request(VoteRequest(
-        replica_epoch=epoch + 1, replica_id=2, last_offset_epoch=epoch, last_offset=10,
-        voter_id=LOCAL,
-    ), source=2)
+    context.deliver_request(
+        VoteRequest(
+            replica_epoch=epoch + 1,
+            replica_id=2,
+            last_offset_epoch=epoch,
+            last_offset=10,
+            voter_id=LOCAL,
+        ),
+        source=2,
+    )
     context.poll()
     assert context.role == "Voted"
 
@@ -375,11 +392,14 @@ def test_a_follower_sends_its_next_fetch_before_the_listeners_hear_of_the_commit
     context.client.register(listener)
     context.poll()
     request, _ = context.single_sent_request(FetchRequest)
-    context.deliver_response(request, FetchResponse(
-        high_watermark=2,
-        records=encode_batch(0, FOLLOWER_EPOCH, [b"a", b"b"], timestamp_ms=TIMESTAMP_MS),
-        current_leader=LeaderIdAndEpoch(REMOTE_LEADER, FOLLOWER_EPOCH),
-    ))
+    context.deliver_response(
+        request,
+        FetchResponse(
+            high_watermark=2,
+            records=encode_batch(0, FOLLOWER_EPOCH, [b"a", b"b"], timestamp_ms=TIMESTAMP_MS),
+            current_leader=LeaderIdAndEpoch(REMOTE_LEADER, FOLLOWER_EPOCH),
+        ),
+    )
     context.poll()  # one poll: append, next Fetch, then the listener
     assert listener.records == [b"a", b"b"]
     assert listener.sent_at_commit == [(1, 0)]
@@ -682,10 +702,16 @@ def test_leader_change_epochs_never_go_back() -> None:
     context.poll()
     begin_quorum_epoch(context, 3, FOLLOWER_EPOCH + 2)
     begin_quorum_epoch(context, REMOTE_LEADER, FOLLOWER_EPOCH)  # stale: fenced
-    context.deliver_request(VoteRequest(
-        replica_epoch=FOLLOWER_EPOCH + 3, replica_id=3, last_offset_epoch=0, last_offset=0,
-        voter_id=LOCAL,
-    ), source=3)
+    context.deliver_request(
+        VoteRequest(
+            replica_epoch=FOLLOWER_EPOCH + 3,
+            replica_id=3,
+            last_offset_epoch=0,
+            last_offset=0,
+            voter_id=LOCAL,
+        ),
+        source=3,
+    )
     context.poll()
     context.poll()
     assert listener.leader_changes == [
@@ -745,9 +771,13 @@ def test_on_the_leader_the_leader_change_follows_every_earlier_commit() -> None:
     """§2: the new leader's listener sees every batch up to and including the LeaderChange
     before it is told it leads (Kafka's
     testHandleLeaderChangeFiresAfterListenerReachesEpochStartOffset)."""
-    context, epoch = leader(batches=(
-        (1, [b"1", b"2", b"3"]), (1, [b"4", b"5", b"6"]), (2, [b"7", b"8", b"9"]),
-    ))
+    context, epoch = leader(
+        batches=(
+            (1, [b"1", b"2", b"3"]),
+            (1, [b"4", b"5", b"6"]),
+            (2, [b"7", b"8", b"9"]),
+        )
+    )
     listener = TimelineListener()
     context.client.register(listener)
     context.poll()

@@ -159,9 +159,15 @@ def test_observer_discovers_the_leader_and_appends_in_one_fetch() -> None:
     request, body = single_fetch(ctx)
     assert body.current_leader_epoch == EPOCH
     source = request.destination
-    ctx.deliver_response(request, fetch_response(
-        EPOCH, source, data=records(0, 3, [b"a", b"b"]), high_watermark=2,
-    ))
+    ctx.deliver_response(
+        request,
+        fetch_response(
+            EPOCH,
+            source,
+            data=records(0, 3, [b"a", b"b"]),
+            high_watermark=2,
+        ),
+    )
     ctx.poll()
     assert (ctx.role, ctx.epoch, ctx.leader_id) == ("Follower", EPOCH, source)
     assert ctx.log_end_offset == 2
@@ -223,8 +229,7 @@ def test_observer_follower_keeps_following_after_the_fetch_timeout() -> None:
     assert body.current_leader_epoch == EPOCH
     assert ctx.sent_requests(VoteRequest) == []
     ctx.deliver_request(
-        VoteRequest(replica_epoch=EPOCH + 1, replica_id=LEADER, last_offset_epoch=0,
-                    last_offset=0),
+        VoteRequest(replica_epoch=EPOCH + 1, replica_id=LEADER, last_offset_epoch=0, last_offset=0),
         source=LEADER,
     )
     ctx.poll()
@@ -265,8 +270,7 @@ def test_observer_retries_a_timed_out_leader_fetch_on_a_bootstrap_server() -> No
     ctx.deliver_response(to_leader, fetch_response(EPOCH, LEADER, data=batch, high_watermark=0))
     ctx.poll()
     assert ctx.log_end_offset == 0  # the timed-out request's answer is stale
-    ctx.deliver_response(to_bootstrap, fetch_response(EPOCH, LEADER, data=batch,
-                                                      high_watermark=0))
+    ctx.deliver_response(to_bootstrap, fetch_response(EPOCH, LEADER, data=batch, high_watermark=0))
     ctx.poll()
     assert ctx.log_end_offset == 2
     assert (ctx.role, ctx.leader_id) == ("Follower", LEADER)
@@ -286,8 +290,9 @@ def test_observer_fetches_from_another_bootstrap_server_while_the_leader_backs_o
     request, body = single_fetch(ctx)
     assert request.destination in set(VOTERS) - {LEADER}
     assert body.current_leader_epoch == EPOCH
-    ctx.deliver_response(request, fetch_response(EPOCH, LEADER,
-                                                 error=Errors.NOT_LEADER_OR_FOLLOWER))
+    ctx.deliver_response(
+        request, fetch_response(EPOCH, LEADER, error=Errors.NOT_LEADER_OR_FOLLOWER)
+    )
     ctx.poll()
     assert (ctx.role, ctx.epoch, ctx.leader_id) == ("Follower", EPOCH, LEADER)
 
@@ -355,8 +360,9 @@ def test_observer_flushes_fetched_data_only_if_configured(always_flush: bool) ->
     ctx = observer(followers_always_flush=always_flush).with_elected_leader(EPOCH, LEADER).build()
     request, body = single_fetch(ctx)
     assert (request.destination, body.current_leader_epoch) == (LEADER, EPOCH)
-    ctx.deliver_response(request, fetch_response(EPOCH, LEADER, data=records(0, 3, [b"a", b"b"]),
-                                                 high_watermark=0))
+    ctx.deliver_response(
+        request, fetch_response(EPOCH, LEADER, data=records(0, 3, [b"a", b"b"]), high_watermark=0)
+    )
     ctx.poll()
     assert ctx.log_end_offset == 2
     assert ctx.log.last_flushed_offset == (2 if always_flush else 0)
@@ -369,8 +375,9 @@ def test_voter_follower_always_flushes_fetched_data() -> None:
         RaftClientBuilder(1, VOTERS).with_elected_leader(EPOCH, LEADER).build()
     )
     request, _ = single_fetch(ctx)
-    ctx.deliver_response(request, fetch_response(EPOCH, LEADER, data=records(0, 3, [b"a", b"b"]),
-                                                 high_watermark=0))
+    ctx.deliver_response(
+        request, fetch_response(EPOCH, LEADER, data=records(0, 3, [b"a", b"b"]), high_watermark=0)
+    )
     ctx.poll()
     assert ctx.log_end_offset == 2 and ctx.log.last_flushed_offset == 2
 
@@ -402,9 +409,10 @@ def test_anonymous_observer_fetches_with_replica_id_minus_one() -> None:
     request, body = single_fetch(ctx)
     assert request.destination == LEADER
     assert (body.replica_id, body.current_leader_epoch) == (-1, EPOCH)
-    ctx.deliver_response(request, fetch_response(EPOCH, LEADER,
-                                                 data=records(0, 3, [b"a", b"b", b"c"]),
-                                                 high_watermark=0))
+    ctx.deliver_response(
+        request,
+        fetch_response(EPOCH, LEADER, data=records(0, 3, [b"a", b"b", b"c"]), high_watermark=0),
+    )
     ctx.poll()
     assert ctx.log_end_offset == 3
     assert ctx.log.last_fetched_epoch == 3
@@ -427,12 +435,18 @@ def leader_context(**config: Any) -> RaftTestContext[bytes]:
 
 
 def deliver_fetch(
-    ctx: RaftTestContext[bytes], replica_id: int, fetch_offset: int, last_epoch: int,
+    ctx: RaftTestContext[bytes],
+    replica_id: int,
+    fetch_offset: int,
+    last_epoch: int,
     directory_id: uuid.UUID | None = None,
 ) -> FetchResponse:
     body = FetchRequest(
-        replica_id=replica_id, current_leader_epoch=ctx.epoch, fetch_offset=fetch_offset,
-        last_fetched_epoch=last_epoch, max_wait_ms=0,
+        replica_id=replica_id,
+        current_leader_epoch=ctx.epoch,
+        fetch_offset=fetch_offset,
+        last_fetched_epoch=last_epoch,
+        max_wait_ms=0,
         replica_directory_id=directory_id or uuid.UUID(int=0),
     )
     ctx.deliver_request(body, source=replica_id)

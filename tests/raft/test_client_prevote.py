@@ -65,10 +65,15 @@ def reply(
 ) -> None:
     """Answer a vote request and handle the answer (one poll)."""
     body = vote_body(request)
-    ctx.deliver_response(request, VoteResponse(
-        leader_epoch=body.replica_epoch if epoch is None else epoch,
-        leader_id=leader_id, vote_granted=granted, **fields,
-    ))
+    ctx.deliver_response(
+        request,
+        VoteResponse(
+            leader_epoch=body.replica_epoch if epoch is None else epoch,
+            leader_id=leader_id,
+            vote_granted=granted,
+            **fields,
+        ),
+    )
     ctx.poll()
 
 
@@ -94,9 +99,13 @@ def test_unattached_timeout_becomes_prospective_same_epoch_not_persisted() -> No
 def test_pre_vote_requests_carry_the_current_epoch_and_log_end() -> None:
     """§1.3 Vote: a pre-vote has PreVote=true, ReplicaEpoch = the current epoch (not +1), the
     local id, and the log's last epoch and end offset; one to each other voter."""
-    ctx = (builder(LOCAL, (1, 2, 3))
-           .append_to_log(2, [b"a", b"b"]).append_to_log(4, [b"c"])
-           .with_unknown_leader(EPOCH).build())
+    ctx = (
+        builder(LOCAL, (1, 2, 3))
+        .append_to_log(2, [b"a", b"b"])
+        .append_to_log(4, [b"c"])
+        .with_unknown_leader(EPOCH)
+        .build()
+    )
     requests = to_prospective(ctx)
     assert [r.destination for r in requests] == [2, 3]
     for request in requests:
@@ -298,8 +307,7 @@ def test_prospective_follows_leader_named_in_a_granting_response() -> None:
     the Prospective a Follower of it."""
     ctx = builder(LOCAL, (1, 2, 3)).with_unknown_leader(EPOCH).build()
     requests = to_prospective(ctx)
-    reply(ctx, requests[0], True, leader_id=2,
-          node_endpoints=(NodeEndpoint(2, "localhost", 9992),))
+    reply(ctx, requests[0], True, leader_id=2, node_endpoints=(NodeEndpoint(2, "localhost", 9992),))
     assert ctx.role == "Follower"
     assert ctx.leader_id == 2
     assert ctx.epoch == EPOCH
@@ -312,8 +320,14 @@ def test_prospective_follows_leader_of_a_higher_epoch() -> None:
     ctx.expire_fetch_timeout()
     ctx.poll_until_idle()
     requests = sorted(ctx.sent_requests(VoteRequest), key=lambda r: r.destination)
-    reply(ctx, requests[0], False, epoch=EPOCH + 1, leader_id=3,
-          partition_error_code=Errors.FENCED_LEADER_EPOCH)
+    reply(
+        ctx,
+        requests[0],
+        False,
+        epoch=EPOCH + 1,
+        leader_id=3,
+        partition_error_code=Errors.FENCED_LEADER_EPOCH,
+    )
     assert ctx.role == "Follower"
     assert ctx.leader_id == 3
     assert ctx.epoch == EPOCH + 1
@@ -367,8 +381,7 @@ def test_unsupported_version_makes_prospective_a_candidate_at_once() -> None:
     ctx.poll_until_idle()
     votes = ctx.sent_requests(VoteRequest)
     assert sorted(r.destination for r in votes) == [2, 3]
-    assert all(not vote_body(r).pre_vote and vote_body(r).replica_epoch == EPOCH + 1
-               for r in votes)
+    assert all(not vote_body(r).pre_vote and vote_body(r).replica_epoch == EPOCH + 1 for r in votes)
 
 
 def test_unsupported_version_after_the_election_round_moves_on() -> None:
@@ -419,8 +432,12 @@ def test_pre_vote_request_timeout_is_retried_and_the_late_answer_ignored() -> No
     """§1.3 (Kafka's testPreVoteRequestTimeout): an unanswered pre-vote is sent again after
     the request timeout; the answer to the first one, arriving late, is stale; the answer to
     the retry counts."""
-    ctx = (builder(LOCAL, (1, 2)).with_config(request_timeout_ms=300)
-           .with_unknown_leader(EPOCH).build())
+    ctx = (
+        builder(LOCAL, (1, 2))
+        .with_config(request_timeout_ms=300)
+        .with_unknown_leader(EPOCH)
+        .build()
+    )
     (first,) = to_prospective(ctx)
     ctx.advance(300)
     ctx.poll_until_idle()
@@ -451,10 +468,14 @@ def test_pre_vote_not_resent_while_in_flight() -> None:
 
 def test_pre_vote_retry_goes_only_to_voters_without_an_answer() -> None:
     """§1.3: Prospective sends Vote only to voters with no recorded (pre-)vote."""
-    ctx = (builder(LOCAL, (1, 2, 3, 4, 5)).with_config(request_timeout_ms=300)
-           .with_unknown_leader(EPOCH).build())
+    ctx = (
+        builder(LOCAL, (1, 2, 3, 4, 5))
+        .with_config(request_timeout_ms=300)
+        .with_unknown_leader(EPOCH)
+        .build()
+    )
     requests = to_prospective(ctx)
-    reply(ctx, requests[0], True)   # voter 2 grants
+    reply(ctx, requests[0], True)  # voter 2 grants
     reply(ctx, requests[1], False)  # voter 3 rejects
     ctx.advance(300)
     ctx.poll_until_idle()
@@ -466,7 +487,8 @@ def test_pre_vote_response_from_wrong_source_ignored() -> None:
     """§1.3: a response counts only if it answers the request in flight to its source."""
     ctx = builder(LOCAL, (1, 2, 3)).with_unknown_leader(EPOCH).build()
     requests = to_prospective(ctx)
-    ctx.deliver_response(requests[0].correlation_id,
-                         VoteResponse(leader_epoch=EPOCH, vote_granted=True), source=3)
+    ctx.deliver_response(
+        requests[0].correlation_id, VoteResponse(leader_epoch=EPOCH, vote_granted=True), source=3
+    )
     ctx.poll()
     assert ctx.role == "Prospective"

@@ -421,8 +421,13 @@ def test_leader_sends_no_begin_quorum_epoch_to_observers() -> None:
     context, epoch = elected_leader()
     context.sent_requests()
     context.deliver_request(
-        FetchRequest(replica_id=4, current_leader_epoch=epoch, fetch_offset=0,
-                     last_fetched_epoch=0, max_wait_ms=0),
+        FetchRequest(
+            replica_id=4,
+            current_leader_epoch=epoch,
+            fetch_offset=0,
+            last_fetched_epoch=0,
+            max_wait_ms=0,
+        ),
         4,
     )
     context.poll()
@@ -436,14 +441,14 @@ def test_begin_quorum_epoch_answer_from_a_higher_epoch_makes_the_leader_follow()
     """§1.3 common response handling: an answer with a higher epoch naming a leader ->
     Follower of it."""
     context, epoch = elected_leader()
-    request = next(
-        r for r in context.sent_requests(BeginQuorumEpochRequest) if r.destination == 2
-    )
+    request = next(r for r in context.sent_requests(BeginQuorumEpochRequest) if r.destination == 2)
     context.deliver_response(
         request,
         BeginQuorumEpochResponse(
-            partition_error_code=Errors.FENCED_LEADER_EPOCH, leader_id=3,
-            leader_epoch=epoch + 1, node_endpoints=(NodeEndpoint(3, "localhost", 9993),),
+            partition_error_code=Errors.FENCED_LEADER_EPOCH,
+            leader_id=3,
+            leader_epoch=epoch + 1,
+            node_endpoints=(NodeEndpoint(3, "localhost", 9993),),
         ),
     )
     context.poll()
@@ -453,13 +458,12 @@ def test_begin_quorum_epoch_answer_from_a_higher_epoch_makes_the_leader_follow()
 def test_begin_quorum_epoch_answer_from_a_higher_epoch_without_leader_unattaches() -> None:
     """§1.3 common response handling: a higher epoch with no leader -> Unattached(that epoch)."""
     context, epoch = elected_leader()
-    request = next(
-        r for r in context.sent_requests(BeginQuorumEpochRequest) if r.destination == 2
-    )
+    request = next(r for r in context.sent_requests(BeginQuorumEpochRequest) if r.destination == 2)
     context.deliver_response(
         request,
         BeginQuorumEpochResponse(
-            partition_error_code=Errors.FENCED_LEADER_EPOCH, leader_id=-1,
+            partition_error_code=Errors.FENCED_LEADER_EPOCH,
+            leader_id=-1,
             leader_epoch=epoch + 2,
         ),
     )
@@ -470,14 +474,14 @@ def test_begin_quorum_epoch_answer_from_a_higher_epoch_without_leader_unattaches
 def test_begin_quorum_epoch_answer_from_an_older_epoch_is_ignored() -> None:
     """§1.3 common response handling: epoch < local -> ignored."""
     context, epoch = elected_leader()
-    request = next(
-        r for r in context.sent_requests(BeginQuorumEpochRequest) if r.destination == 2
-    )
+    request = next(r for r in context.sent_requests(BeginQuorumEpochRequest) if r.destination == 2)
     context.deliver_response(
         request,
         BeginQuorumEpochResponse(
-            partition_error_code=Errors.FENCED_LEADER_EPOCH, leader_id=3,
-            leader_epoch=epoch - 1, node_endpoints=(NodeEndpoint(3, "localhost", 9993),),
+            partition_error_code=Errors.FENCED_LEADER_EPOCH,
+            leader_id=3,
+            leader_epoch=epoch - 1,
+            node_endpoints=(NodeEndpoint(3, "localhost", 9993),),
         ),
     )
     context.poll()

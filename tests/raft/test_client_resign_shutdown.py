@@ -206,9 +206,7 @@ def test_resign_before_initialize_raises_illegal_state() -> None:
 
 def test_resign_negative_epoch_is_checked_before_initialization() -> None:
     """§2 resign: the negative-epoch check comes first (Kafka's order), even uninitialized."""
-    context: RaftTestContext[bytes] = (
-        RaftClientBuilder(LOCAL, (1, 2, 3)).build(initialize=False)
-    )
+    context: RaftTestContext[bytes] = RaftClientBuilder(LOCAL, (1, 2, 3)).build(initialize=False)
     with pytest.raises(ValueError):
         context.client.resign(-1)
 
@@ -321,9 +319,7 @@ def test_end_quorum_epoch_is_not_resent_once_acknowledged() -> None:
     resign_and_poll(context, epoch)
     sent = end_quorum_requests(context)
     request, _ = sent[2]
-    context.deliver_response(
-        request, EndQuorumEpochResponse(leader_id=LOCAL, leader_epoch=epoch)
-    )
+    context.deliver_response(request, EndQuorumEpochResponse(leader_id=LOCAL, leader_epoch=epoch))
     context.poll()
     for _ in range(5):
         context.advance(context.config.request_timeout_ms)
@@ -340,9 +336,7 @@ def test_end_quorum_epoch_is_retried_to_voters_that_did_not_answer() -> None:
     sent = end_quorum_requests(context)
     assert sorted(sent) == [2, 3]
     request, _ = sent[2]
-    context.deliver_response(
-        request, EndQuorumEpochResponse(leader_id=LOCAL, leader_epoch=epoch)
-    )
+    context.deliver_response(request, EndQuorumEpochResponse(leader_id=LOCAL, leader_epoch=epoch))
     context.poll()
     assert context.sent_requests() == []
     context.advance(5_000)
@@ -362,7 +356,8 @@ def test_end_quorum_epoch_error_is_not_an_acknowledgement() -> None:
     context.deliver_response(
         request,
         EndQuorumEpochResponse(
-            partition_error_code=Errors.BROKER_NOT_AVAILABLE, leader_id=LOCAL,
+            partition_error_code=Errors.BROKER_NOT_AVAILABLE,
+            leader_id=LOCAL,
             leader_epoch=epoch,
         ),
     )
@@ -427,8 +422,9 @@ def test_resigned_rejects_a_standard_vote_in_its_own_epoch() -> None:
     context = restarted_leader(voters=(1, 2), epoch=2)
     assert context.log_end_offset == 0
     context.deliver_request(
-        VoteRequest(replica_epoch=2, replica_id=2, last_offset_epoch=0, last_offset=0,
-                    voter_id=LOCAL),
+        VoteRequest(
+            replica_epoch=2, replica_id=2, last_offset_epoch=0, last_offset=0, voter_id=LOCAL
+        ),
         2,
     )
     context.poll()
@@ -446,8 +442,13 @@ def test_resigned_grants_a_vote_in_a_higher_epoch() -> None:
     context, _, epoch = leader_context(voters=(1, 2))
     resign_and_poll(context, epoch)
     context.deliver_request(
-        VoteRequest(replica_epoch=epoch + 1, replica_id=2, last_offset_epoch=epoch,
-                    last_offset=1, voter_id=LOCAL),
+        VoteRequest(
+            replica_epoch=epoch + 1,
+            replica_id=2,
+            last_offset_epoch=epoch,
+            last_offset=1,
+            voter_id=LOCAL,
+        ),
         2,
     )
     context.poll()
@@ -466,7 +467,9 @@ def test_begin_quorum_epoch_after_resign_makes_it_a_follower() -> None:
     resign_and_poll(context, epoch)
     context.deliver_request(
         BeginQuorumEpochRequest(
-            leader_id=2, leader_epoch=epoch + 1, voter_id=LOCAL,
+            leader_id=2,
+            leader_epoch=epoch + 1,
+            voter_id=LOCAL,
             leader_endpoints=(Endpoint("CONTROLLER", "localhost", 9992),),
         ),
         2,
@@ -572,26 +575,18 @@ def test_is_running_and_is_shutting_down_follow_a_shutdown() -> None:
     from ``shutdown()`` until then, shut down after; a timed-out shutdown ends them too."""
     context, _, _ = leader_context(voters=(1, 2))
     client = context.client
-    assert (client.is_running, client.is_shutting_down, client.is_shutdown) == (
-        True, False, False
-    )
+    assert (client.is_running, client.is_shutting_down, client.is_shutdown) == (True, False, False)
     future = client.shutdown(5_000)
-    assert (client.is_running, client.is_shutting_down, client.is_shutdown) == (
-        True, True, False
-    )
+    assert (client.is_running, client.is_shutting_down, client.is_shutdown) == (True, True, False)
     context.poll()
     context.poll()
     assert context.role == "Resigned"
     assert not future.done()
-    assert (client.is_running, client.is_shutting_down, client.is_shutdown) == (
-        True, True, False
-    )
+    assert (client.is_running, client.is_shutting_down, client.is_shutdown) == (True, True, False)
     context.advance(5_000)
     context.poll()
     assert isinstance(future.exception(), TimeoutError)
-    assert (client.is_running, client.is_shutting_down, client.is_shutdown) == (
-        False, False, True
-    )
+    assert (client.is_running, client.is_shutting_down, client.is_shutdown) == (False, False, True)
 
 
 def test_a_follower_stops_shutting_down_on_the_next_poll() -> None:
@@ -621,8 +616,13 @@ def test_leader_shutdown_resigns_and_completes_when_a_new_leader_appears() -> No
     assert sorted(end_quorum_requests(context)) == [2]
 
     context.deliver_request(
-        VoteRequest(replica_epoch=epoch + 1, replica_id=2, last_offset_epoch=epoch,
-                    last_offset=1, voter_id=LOCAL),
+        VoteRequest(
+            replica_epoch=epoch + 1,
+            replica_id=2,
+            last_offset_epoch=epoch,
+            last_offset=1,
+            voter_id=LOCAL,
+        ),
         2,
     )
     context.poll()
@@ -633,7 +633,9 @@ def test_leader_shutdown_resigns_and_completes_when_a_new_leader_appears() -> No
 
     context.deliver_request(
         BeginQuorumEpochRequest(
-            leader_id=2, leader_epoch=epoch + 1, voter_id=LOCAL,
+            leader_id=2,
+            leader_epoch=epoch + 1,
+            voter_id=LOCAL,
             leader_endpoints=(Endpoint("CONTROLLER", "localhost", 9992),),
         ),
         2,
@@ -658,7 +660,8 @@ def test_leader_shutdown_completes_when_an_end_quorum_answer_names_a_new_leader(
     context.deliver_response(
         request,
         EndQuorumEpochResponse(
-            leader_id=3, leader_epoch=epoch + 1,
+            leader_id=3,
+            leader_epoch=epoch + 1,
             node_endpoints=(NodeEndpoint(3, "localhost", 9993),),
         ),
     )
@@ -722,9 +725,7 @@ def test_follower_shutdown_completes_at_once() -> None:
 def test_observer_shutdown_completes_without_a_known_leader() -> None:
     """§2 shutdown: an observer completes at once, even with no leader known
     (Kafka: testObserverGracefulShutdown)."""
-    context: RaftTestContext[bytes] = (
-        RaftClientBuilder(4, (2, 3)).with_unknown_leader(5).build()
-    )
+    context: RaftTestContext[bytes] = RaftClientBuilder(4, (2, 3)).with_unknown_leader(5).build()
     context.poll()
     assert context.leader_id is None
     future = context.client.shutdown(5_000)
@@ -774,7 +775,9 @@ def test_unattached_voter_shutdown_completes_once_a_leader_is_known() -> None:
     context.poll()
     context.deliver_request(
         BeginQuorumEpochRequest(
-            leader_id=2, leader_epoch=4, voter_id=LOCAL,
+            leader_id=2,
+            leader_epoch=4,
+            voter_id=LOCAL,
             leader_endpoints=(Endpoint("CONTROLLER", "localhost", 9992),),
         ),
         2,
@@ -883,8 +886,12 @@ def test_fetch_snapshot_to_a_shutting_down_leader_gets_broker_not_available() ->
     BROKER_NOT_AVAILABLE."""
     context, _, epoch = leader_context(voters=(1, 2))
     context.deliver_request(
-        FetchSnapshotRequest(replica_id=2, current_leader_epoch=epoch,
-                             snapshot_id=SnapshotId(end_offset=1, epoch=epoch), position=0),
+        FetchSnapshotRequest(
+            replica_id=2,
+            current_leader_epoch=epoch,
+            snapshot_id=SnapshotId(end_offset=1, epoch=epoch),
+            position=0,
+        ),
         2,
     )
     context.client.queue = ShutdownWhileWaiting(context.queue, context.client, 5_000)

@@ -84,9 +84,12 @@ def snapshot_bytes(
 ) -> bytes:
     """A valid snapshot file, as a leader would hold it: one batch per inner list."""
     frozen: list[Any] = []
-    writer = SnapshotWriter(MemoryRawSnapshotWriter(snapshot_id, on_freeze=frozen.append),
-                            BytesSerde(), last_contained_log_timestamp_ms=timestamp_ms,
-                            timestamp_ms=timestamp_ms)
+    writer = SnapshotWriter(
+        MemoryRawSnapshotWriter(snapshot_id, on_freeze=frozen.append),
+        BytesSerde(),
+        last_contained_log_timestamp_ms=timestamp_ms,
+        timestamp_ms=timestamp_ms,
+    )
     for batch in records:
         writer.append(batch)
     writer.freeze()
@@ -159,8 +162,13 @@ def ask(ctx: RaftTestContext[bytes], body: Any, source: int = 2) -> Any:
 
 
 def fetch(epoch: int, offset: int, last_epoch: int, replica: int = 2) -> FetchRequest:
-    return FetchRequest(replica_id=replica, current_leader_epoch=epoch, fetch_offset=offset,
-                        last_fetched_epoch=last_epoch, max_wait_ms=0)
+    return FetchRequest(
+        replica_id=replica,
+        current_leader_epoch=epoch,
+        fetch_offset=offset,
+        last_fetched_epoch=last_epoch,
+        max_wait_ms=0,
+    )
 
 
 def fetch_snapshot(
@@ -170,9 +178,13 @@ def fetch_snapshot(
     max_bytes: int = 1 << 31 - 1,
     replica: int = 2,
 ) -> FetchSnapshotRequest:
-    return FetchSnapshotRequest(replica_id=replica, current_leader_epoch=epoch,
-                                snapshot_id=SnapshotId.of(snapshot_id), position=position,
-                                max_bytes=max_bytes)
+    return FetchSnapshotRequest(
+        replica_id=replica,
+        current_leader_epoch=epoch,
+        snapshot_id=SnapshotId.of(snapshot_id),
+        position=position,
+        max_bytes=max_bytes,
+    )
 
 
 # -- follower ----------------------------------------------------------------------------------
@@ -202,7 +214,8 @@ def leader_says(
     leader: int = REMOTE,
 ) -> FetchResponse:
     return FetchResponse(
-        high_watermark=high_watermark, records=records,
+        high_watermark=high_watermark,
+        records=records,
         snapshot_id=None if snapshot_id is None else SnapshotId.of(snapshot_id),
         current_leader=LeaderIdAndEpoch(leader, epoch),
     )
@@ -220,9 +233,12 @@ def chunk(
 ) -> FetchSnapshotResponse:
     """The leader's answer to a FetchSnapshot at ``position``: ``length`` bytes of ``data``."""
     return FetchSnapshotResponse(
-        partition_error_code=error, snapshot_id=SnapshotId.of(snapshot_id),
-        current_leader=LeaderIdAndEpoch(leader, epoch), size=len(data), position=position,
-        unaligned_records=b"" if error else data[position:position + length],
+        partition_error_code=error,
+        snapshot_id=SnapshotId.of(snapshot_id),
+        current_leader=LeaderIdAndEpoch(leader, epoch),
+        size=len(data),
+        position=position,
+        unaligned_records=b"" if error else data[position : position + length],
     )
 
 
@@ -343,7 +359,7 @@ def test_fetch_snapshot_chunks_by_position_and_max_bytes_concatenate_to_the_file
         assert response.snapshot_id == SnapshotId.of(SNAPSHOT)
         assert (response.size, response.position) == (len(data), len(received))
         assert response.current_leader == LeaderIdAndEpoch(LOCAL, LEADER_EPOCH)
-        assert response.unaligned_records == data[len(received):len(received) + max_bytes]
+        assert response.unaligned_records == data[len(received) : len(received) + max_bytes]
         received += response.unaligned_records
     assert received == data
 
@@ -401,12 +417,16 @@ def test_fetch_snapshot_at_a_position_outside_the_file_is_position_out_of_range(
     assert ask(ctx, fetch_snapshot(position=len(data) - 1)).unaligned_records == data[-1:]
 
 
-@pytest.mark.parametrize(("delta", "error"), [
-    (-1, Errors.FENCED_LEADER_EPOCH),
-    (+1, Errors.UNKNOWN_LEADER_EPOCH),
-])
+@pytest.mark.parametrize(
+    ("delta", "error"),
+    [
+        (-1, Errors.FENCED_LEADER_EPOCH),
+        (+1, Errors.UNKNOWN_LEADER_EPOCH),
+    ],
+)
 def test_fetch_snapshot_with_a_wrong_epoch_gets_the_leader_only_errors(
-    delta: int, error: Errors,
+    delta: int,
+    error: Errors,
 ) -> None:
     """§1.3 leader-only validation comes first: the snapshot exists, but an older epoch is
     FENCED_LEADER_EPOCH and a newer one UNKNOWN_LEADER_EPOCH, with no bytes."""
@@ -426,8 +446,9 @@ def test_fetch_snapshot_to_a_follower_holding_the_snapshot_is_not_leader_or_foll
     assert frozen is not None
     frozen.append(REMOTE_DATA)
     frozen.freeze()
-    response = ask(ctx, fetch_snapshot(epoch=FOLLOWER_EPOCH, snapshot_id=REMOTE_SNAPSHOT),
-                   source=OTHER)
+    response = ask(
+        ctx, fetch_snapshot(epoch=FOLLOWER_EPOCH, snapshot_id=REMOTE_SNAPSHOT), source=OTHER
+    )
     assert response.partition_error_code == Errors.NOT_LEADER_OR_FOLLOWER
     assert response.current_leader == LeaderIdAndEpoch(REMOTE, FOLLOWER_EPOCH)
     assert response.unaligned_records == b""
@@ -456,8 +477,9 @@ def test_a_leader_hearing_only_fetch_snapshot_from_a_majority_does_not_resign() 
 def test_fetch_snapshot_from_an_observer_or_a_fenced_epoch_does_not_count(kind: str) -> None:
     """§1.6/§1.3: only FetchSnapshots that pass validation, from voters, count."""
     ctx, _ = leader_with_snapshot(cleaned=True, fetch_timeout_ms=FETCH_TIMEOUT_MS)
-    request = (fetch_snapshot(replica=4) if kind == "observer"
-               else fetch_snapshot(epoch=LEADER_EPOCH - 1))
+    request = (
+        fetch_snapshot(replica=4) if kind == "observer" else fetch_snapshot(epoch=LEADER_EPOCH - 1)
+    )
     for _ in range(4):
         ctx.advance(CHECK_QUORUM_MS // 4)
         ask(ctx, request, source=request.replica_id)
@@ -475,8 +497,11 @@ def test_a_snapshot_id_in_a_fetch_response_starts_a_download_at_position_zero() 
     request, body = start_download(ctx)
     assert request.destination == REMOTE
     assert body == FetchSnapshotRequest(
-        replica_id=LOCAL, current_leader_epoch=FOLLOWER_EPOCH,
-        snapshot_id=SnapshotId.of(REMOTE_SNAPSHOT), position=0, max_bytes=16,
+        replica_id=LOCAL,
+        current_leader_epoch=FOLLOWER_EPOCH,
+        snapshot_id=SnapshotId.of(REMOTE_SNAPSHOT),
+        position=0,
+        max_bytes=16,
         replica_directory_id=body.replica_directory_id,
     )
     assert ctx.client.downloading_snapshot == REMOTE_SNAPSHOT
@@ -485,7 +510,10 @@ def test_a_snapshot_id_in_a_fetch_response_starts_a_download_at_position_zero() 
 
 
 def download_all(
-    ctx: RaftTestContext[bytes], data: bytes, request: Any, body: FetchSnapshotRequest,
+    ctx: RaftTestContext[bytes],
+    data: bytes,
+    request: Any,
+    body: FetchSnapshotRequest,
     step: int = 16,
 ) -> list[int]:
     """Answer FetchSnapshots with ``step`` bytes until the whole file is sent; return the
@@ -591,7 +619,9 @@ def test_a_chunk_at_the_wrong_position_is_refused(fault: str) -> None:
         "past-size": FetchSnapshotResponse(
             snapshot_id=SnapshotId.of(REMOTE_SNAPSHOT),
             current_leader=LeaderIdAndEpoch(REMOTE, FOLLOWER_EPOCH),
-            size=25, position=20, unaligned_records=REMOTE_DATA[20:40],
+            size=25,
+            position=20,
+            unaligned_records=REMOTE_DATA[20:40],
         ),
         "empty": chunk(REMOTE_DATA, 20, 0),
     }[fault]
@@ -627,8 +657,9 @@ def test_a_new_leader_restarts_the_download_from_zero() -> None:
     differ), so a download is never spliced across leaders: once the leader changes the
     follower drops what it has, fetches, and downloads what the new leader names from 0."""
     ctx = follower_context()
-    theirs = snapshot_bytes(REMOTE_SNAPSHOT, [[b"s1", b"s2"], [b"s3"], [b"s4" * 20]],
-                            timestamp_ms=TIMESTAMP_MS + 1)
+    theirs = snapshot_bytes(
+        REMOTE_SNAPSHOT, [[b"s1", b"s2"], [b"s3"], [b"s4" * 20]], timestamp_ms=TIMESTAMP_MS + 1
+    )
     assert len(theirs) == len(REMOTE_DATA) and theirs != REMOTE_DATA
     request, _ = start_download(ctx)
     ctx.deliver_response(request, chunk(REMOTE_DATA, 0, 30))
@@ -657,7 +688,7 @@ def corrupt(data: bytes) -> bytes:
     """Flip one byte inside the second batch (inside its CRC-covered part)."""
     header_length = 12 + int.from_bytes(data[8:12], "big")
     at = header_length + 40
-    return data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1:]
+    return data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1 :]
 
 
 @pytest.mark.parametrize("damage", ["crc", "no-footer"])
@@ -668,8 +699,11 @@ def test_a_corrupt_downloaded_snapshot_is_deleted_not_installed(damage: str) -> 
     ctx = follower_context()
     listener = EventListener()
     ctx.client.register(listener)
-    bad = (corrupt(REMOTE_DATA) if damage == "crc"
-           else snapshot_bytes(REMOTE_SNAPSHOT, [[b"s1"]])[:-80])
+    bad = (
+        corrupt(REMOTE_DATA)
+        if damage == "crc"
+        else snapshot_bytes(REMOTE_SNAPSHOT, [[b"s1"]])[:-80]
+    )
     request, body = start_download(ctx)
     ctx.deliver_response(request, chunk(bad, 0, len(bad)))
     ctx.poll()
@@ -724,17 +758,22 @@ def test_a_downloaded_snapshot_replaces_a_divergent_log_of_a_newer_epoch() -> No
     assert ctx.high_watermark == 10
 
 
-@pytest.mark.parametrize("snapshot_id", [SnapshotId(10, -1), SnapshotId(-1, 3)],
-                         ids=["no-epoch", "no-offset"])
+@pytest.mark.parametrize(
+    "snapshot_id", [SnapshotId(10, -1), SnapshotId(-1, 3)], ids=["no-epoch", "no-offset"]
+)
 def test_an_invalid_snapshot_id_in_a_fetch_response_starts_no_download(
     snapshot_id: SnapshotId,
 ) -> None:
     """§1.4: an invalid snapshot id is refused (the follower backs off and fetches again)."""
     ctx = follower_context()
     (request,) = ctx.poll_until_request(FetchRequest)
-    ctx.deliver_response(request, FetchResponse(
-        snapshot_id=snapshot_id, current_leader=LeaderIdAndEpoch(REMOTE, FOLLOWER_EPOCH),
-    ))
+    ctx.deliver_response(
+        request,
+        FetchResponse(
+            snapshot_id=snapshot_id,
+            current_leader=LeaderIdAndEpoch(REMOTE, FOLLOWER_EPOCH),
+        ),
+    )
     ctx.poll()
     assert ctx.client.downloading_snapshot is None
     ctx.advance(ctx.config.retry_backoff_ms)
@@ -863,8 +902,9 @@ def test_the_cleaner_runs_every_log_clean_interval_and_moves_the_log_start() -> 
     and drops the older ones."""
     interval = 30_000
     ctx = leader_context(log_clean_interval_ms=interval, fetch_timeout_ms=100_000)
-    ctx.log.retention = SnapshotRetention(retained_snapshots=1, retention_bytes=None,
-                                          retention_ms=None)
+    ctx.log.retention = SnapshotRetention(
+        retained_snapshots=1, retention_bytes=None, retention_ms=None
+    )
     make_snapshot(ctx, OffsetAndEpoch(3, 2), [[b"early"]])
     # Run the cleaner now, so that we know when it runs next. One snapshot is within the
     # policy: nothing to clean.
@@ -889,11 +929,13 @@ def test_the_cleaner_runs_every_log_clean_interval_and_moves_the_log_start() -> 
 # =============================================================================================
 # Property: a real leader and a real follower, any chunk size
 # =============================================================================================
-@settings(max_examples=40, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
-    batches=st.lists(st.lists(st.binary(max_size=40), min_size=1, max_size=4),
-                     min_size=0, max_size=5),
+    batches=st.lists(
+        st.lists(st.binary(max_size=40), min_size=1, max_size=4), min_size=0, max_size=5
+    ),
     max_bytes=st.integers(min_value=1, max_value=300),
     not_found_at=st.none() | st.integers(min_value=0, max_value=20),
 )
@@ -920,7 +962,8 @@ def test_a_follower_downloads_a_leaders_snapshot_exactly(
         if isinstance(body, FetchSnapshotRequest):
             if snapshot_requests == not_found_at:
                 answer: Any = FetchSnapshotResponse(
-                    partition_error_code=Errors.SNAPSHOT_NOT_FOUND, snapshot_id=body.snapshot_id,
+                    partition_error_code=Errors.SNAPSHOT_NOT_FOUND,
+                    snapshot_id=body.snapshot_id,
                     current_leader=LeaderIdAndEpoch(LOCAL, LEADER_EPOCH),
                 )
             else:

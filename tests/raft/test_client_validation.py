@@ -88,12 +88,20 @@ def leader() -> RaftTestContext[bytes]:
 
 def snapshot(ctx: RaftTestContext[bytes]) -> tuple[object, ...]:
     """Everything a request could change on a replica."""
-    return (ctx.role, ctx.epoch, ctx.leader_id, ctx.voted_id, ctx.stored_state(),
-            ctx.log_end_offset, ctx.high_watermark)
+    return (
+        ctx.role,
+        ctx.epoch,
+        ctx.leader_id,
+        ctx.voted_id,
+        ctx.stored_state(),
+        ctx.log_end_offset,
+        ctx.high_watermark,
+    )
 
 
-def respond(ctx: RaftTestContext[bytes], body: Request, cluster_id: str | None = None,
-            source: int = 3) -> Response:
+def respond(
+    ctx: RaftTestContext[bytes], body: Request, cluster_id: str | None = None, source: int = 3
+) -> Response:
     correlation_id = ctx.deliver_request(body, source=source, cluster_id=cluster_id)
     ctx.poll()
     sent = ctx.sent_responses()
@@ -111,12 +119,19 @@ def retarget(body: Request, **fields: Any) -> Request:
 
 
 def fetch_response(
-    epoch: int, leader_id: int, *, error: int = Errors.NONE, data: bytes = b"",
+    epoch: int,
+    leader_id: int,
+    *,
+    error: int = Errors.NONE,
+    data: bytes = b"",
     high_watermark: int = -1,
 ) -> FetchResponse:
     return FetchResponse(
-        partition_error_code=error, high_watermark=high_watermark, log_start_offset=0,
-        records=data, current_leader=LeaderIdAndEpoch(leader_id, epoch),
+        partition_error_code=error,
+        high_watermark=high_watermark,
+        log_start_offset=0,
+        records=data,
+        current_leader=LeaderIdAndEpoch(leader_id, epoch),
     )
 
 
@@ -129,9 +144,9 @@ def fetch_in_flight(ctx: RaftTestContext[bytes]) -> OutboundRequest:
 def prospective() -> tuple[RaftTestContext[bytes], list[OutboundRequest]]:
     """Voter 1, Unattached in epoch 5, after its election timeout: Prospective, pre-votes sent
     to voters 2 and 3."""
-    ctx: RaftTestContext[bytes] = RaftClientBuilder(LOCAL, VOTERS).with_unknown_leader(
-        EPOCH
-    ).build()
+    ctx: RaftTestContext[bytes] = (
+        RaftClientBuilder(LOCAL, VOTERS).with_unknown_leader(EPOCH).build()
+    )
     ctx.expire_election_timeout()
     ctx.poll()
     ctx.poll()
@@ -151,23 +166,29 @@ REQUESTS: dict[str, tuple[Request, tuple[str, int, int | None, int | None]]] = {
         ("Voted", EPOCH + 1, None, 3),
     ),
     "begin_quorum_epoch": (
-        BeginQuorumEpochRequest(leader_id=3, leader_epoch=EPOCH + 1, voter_id=LOCAL,
-                                leader_endpoints=endpoint(3)),
+        BeginQuorumEpochRequest(
+            leader_id=3, leader_epoch=EPOCH + 1, voter_id=LOCAL, leader_endpoints=endpoint(3)
+        ),
         ("Follower", EPOCH + 1, 3, None),
     ),
     "end_quorum_epoch": (
-        EndQuorumEpochRequest(leader_id=3, leader_epoch=EPOCH + 1,
-                              leader_endpoints=endpoint(3)),
+        EndQuorumEpochRequest(leader_id=3, leader_epoch=EPOCH + 1, leader_endpoints=endpoint(3)),
         ("Follower", EPOCH + 1, 3, None),
     ),
     "fetch": (
-        FetchRequest(replica_id=3, current_leader_epoch=EPOCH, fetch_offset=0,
-                     last_fetched_epoch=0, max_wait_ms=0),
+        FetchRequest(
+            replica_id=3,
+            current_leader_epoch=EPOCH,
+            fetch_offset=0,
+            last_fetched_epoch=0,
+            max_wait_ms=0,
+        ),
         ("Follower", EPOCH, LEADER, None),
     ),
     "fetch_snapshot": (
-        FetchSnapshotRequest(replica_id=3, current_leader_epoch=EPOCH,
-                             snapshot_id=SnapshotId(10, 3), position=0),
+        FetchSnapshotRequest(
+            replica_id=3, current_leader_epoch=EPOCH, snapshot_id=SnapshotId(10, 3), position=0
+        ),
         ("Follower", EPOCH, LEADER, None),
     ),
     "describe_quorum": (DescribeQuorumRequest(), ("Follower", EPOCH, LEADER, None)),
@@ -217,8 +238,13 @@ def test_fetch_with_a_foreign_cluster_id_does_not_advance_the_leaders_high_water
     it neither moves the high watermark nor counts for check-quorum; the same Fetch without a
     cluster id does."""
     ctx = leader()
-    body = FetchRequest(replica_id=2, current_leader_epoch=ctx.epoch, fetch_offset=1,
-                        last_fetched_epoch=ctx.epoch, max_wait_ms=0)
+    body = FetchRequest(
+        replica_id=2,
+        current_leader_epoch=ctx.epoch,
+        fetch_offset=1,
+        last_fetched_epoch=ctx.epoch,
+        max_wait_ms=0,
+    )
     check_quorum_ms = ctx.config.fetch_timeout_ms * 3 // 2
     ctx.advance(check_quorum_ms - 1)
     response = respond(ctx, body, cluster_id="cluster-b", source=2)
@@ -276,8 +302,14 @@ def test_fetch_with_a_foreign_topic_id_is_an_invalid_request() -> None:
     """§1.3: a Fetch naming another topic id is INVALID_REQUEST on the leader (the metadata
     topic id, or none, is accepted)."""
     ctx = leader()
-    body = FetchRequest(replica_id=2, current_leader_epoch=ctx.epoch, fetch_offset=1,
-                        last_fetched_epoch=ctx.epoch, max_wait_ms=0, topic_id=uuid.uuid4())
+    body = FetchRequest(
+        replica_id=2,
+        current_leader_epoch=ctx.epoch,
+        fetch_offset=1,
+        last_fetched_epoch=ctx.epoch,
+        max_wait_ms=0,
+        topic_id=uuid.uuid4(),
+    )
     response = respond(ctx, body, source=2)
     assert Errors.INVALID_REQUEST in (response.error_code, response.partition_error_code)
     assert ctx.high_watermark is None
@@ -293,12 +325,14 @@ UNKNOWN_SNAPSHOT = SnapshotId(1, 1)
 
 
 def fetch_snapshot(epoch: int, snapshot_id: SnapshotId = UNKNOWN_SNAPSHOT) -> FetchSnapshotRequest:
-    return FetchSnapshotRequest(replica_id=2, current_leader_epoch=epoch,
-                                snapshot_id=snapshot_id, position=0)
+    return FetchSnapshotRequest(
+        replica_id=2, current_leader_epoch=epoch, snapshot_id=snapshot_id, position=0
+    )
 
 
-@pytest.mark.parametrize("snapshot_id", [UNKNOWN_SNAPSHOT, SnapshotId(0, 0)],
-                         ids=["unknown", "bootstrap"])
+@pytest.mark.parametrize(
+    "snapshot_id", [UNKNOWN_SNAPSHOT, SnapshotId(0, 0)], ids=["unknown", "bootstrap"]
+)
 def test_leader_answers_fetch_snapshot_with_snapshot_not_found(snapshot_id: SnapshotId) -> None:
     """§1.3: a valid FetchSnapshot for a snapshot the leader does not hold (it has none here),
     or for the bootstrap id (0,0), gets SNAPSHOT_NOT_FOUND, naming the current leader."""
@@ -311,10 +345,13 @@ def test_leader_answers_fetch_snapshot_with_snapshot_not_found(snapshot_id: Snap
     assert response.unaligned_records == b""
 
 
-@pytest.mark.parametrize(("delta", "error"), [
-    (-1, Errors.FENCED_LEADER_EPOCH),
-    (+1, Errors.UNKNOWN_LEADER_EPOCH),
-])
+@pytest.mark.parametrize(
+    ("delta", "error"),
+    [
+        (-1, Errors.FENCED_LEADER_EPOCH),
+        (+1, Errors.UNKNOWN_LEADER_EPOCH),
+    ],
+)
 def test_fetch_snapshot_with_a_wrong_epoch(delta: int, error: Errors) -> None:
     """§1.3 leader-only validation: an older epoch is FENCED_LEADER_EPOCH, a newer one
     UNKNOWN_LEADER_EPOCH; the leader stays leader."""
@@ -364,9 +401,15 @@ def test_leader_shutting_down_answers_broker_not_available(kind: str) -> None:
     ctx.client.queue = queue
     ctx.queue = queue
     body: Request = (
-        fetch_snapshot(epoch) if kind == "fetch_snapshot"
-        else FetchRequest(replica_id=2, current_leader_epoch=epoch, fetch_offset=1,
-                          last_fetched_epoch=epoch, max_wait_ms=0)
+        fetch_snapshot(epoch)
+        if kind == "fetch_snapshot"
+        else FetchRequest(
+            replica_id=2,
+            current_leader_epoch=epoch,
+            fetch_offset=1,
+            last_fetched_epoch=epoch,
+            max_wait_ms=0,
+        )
     )
     response = respond(ctx, body, source=2)
     assert response.partition_error_code == Errors.BROKER_NOT_AVAILABLE
@@ -402,13 +445,17 @@ def test_response_from_another_source_is_dropped() -> None:
     assert ctx.log_end_offset == 2
 
 
-@pytest.mark.parametrize("other", [
-    VoteResponse(leader_id=3, leader_epoch=EPOCH + 1),
-    BeginQuorumEpochResponse(leader_id=3, leader_epoch=EPOCH + 1),
-    EndQuorumEpochResponse(leader_id=3, leader_epoch=EPOCH + 1),
-    FetchSnapshotResponse(current_leader=LeaderIdAndEpoch(3, EPOCH + 1)),
-    DescribeQuorumResponse(leader_id=3, leader_epoch=EPOCH + 1),
-], ids=lambda r: type(r).__name__)
+@pytest.mark.parametrize(
+    "other",
+    [
+        VoteResponse(leader_id=3, leader_epoch=EPOCH + 1),
+        BeginQuorumEpochResponse(leader_id=3, leader_epoch=EPOCH + 1),
+        EndQuorumEpochResponse(leader_id=3, leader_epoch=EPOCH + 1),
+        FetchSnapshotResponse(current_leader=LeaderIdAndEpoch(3, EPOCH + 1)),
+        DescribeQuorumResponse(leader_id=3, leader_epoch=EPOCH + 1),
+    ],
+    ids=lambda r: type(r).__name__,
+)
 def test_response_of_another_api_is_dropped(other: Response) -> None:
     """§1.3: a response of another API type, even with the right correlation id and source, is
     not the answer to the Fetch in flight: dropped, and the Fetch's own answer still counts."""
@@ -419,9 +466,9 @@ def test_response_of_another_api_is_dropped(other: Response) -> None:
     ctx.poll()
     assert snapshot(ctx) == before
     assert ctx.sent_requests(FetchRequest) == []  # the Fetch is still in flight
-    ctx.deliver_response(request, fetch_response(EPOCH, LEADER,
-                                                 data=records(0, 3, [b"a", b"b"]),
-                                                 high_watermark=0))
+    ctx.deliver_response(
+        request, fetch_response(EPOCH, LEADER, data=records(0, 3, [b"a", b"b"]), high_watermark=0)
+    )
     ctx.poll()
     assert ctx.log_end_offset == 2
 
@@ -435,7 +482,10 @@ def test_second_answer_to_an_answered_request_is_dropped() -> None:
     ctx.deliver_response(request, fetch_response(EPOCH + 1, 3, data=records(0, 3, [b"a"])))
     ctx.poll()
     assert (ctx.role, ctx.epoch, ctx.leader_id, ctx.log_end_offset) == (
-        "Follower", EPOCH, LEADER, 0
+        "Follower",
+        EPOCH,
+        LEADER,
+        0,
     )
 
 
@@ -448,8 +498,9 @@ def test_fetch_response_is_dropped_after_the_fetch_timeout_transition() -> None:
     ctx.expire_fetch_timeout()
     ctx.poll()
     assert ctx.role == "Prospective"
-    ctx.deliver_response(request, fetch_response(EPOCH, LEADER, data=records(0, 3, [b"a", b"b"]),
-                                                 high_watermark=0))
+    ctx.deliver_response(
+        request, fetch_response(EPOCH, LEADER, data=records(0, 3, [b"a", b"b"]), high_watermark=0)
+    )
     ctx.poll()
     assert ctx.log_end_offset == 0
     assert (ctx.role, ctx.epoch) == ("Prospective", EPOCH)
@@ -460,12 +511,15 @@ def test_fetch_response_is_dropped_after_following_another_leader() -> None:
     (Kafka testFetchResponseIgnoredAfterBecomingFollowerOfDifferentLeader)."""
     ctx = follower()
     request = fetch_in_flight(ctx)
-    ctx.deliver_request(BeginQuorumEpochRequest(leader_id=3, leader_epoch=EPOCH + 1,
-                                                leader_endpoints=endpoint(3)), source=3)
+    ctx.deliver_request(
+        BeginQuorumEpochRequest(leader_id=3, leader_epoch=EPOCH + 1, leader_endpoints=endpoint(3)),
+        source=3,
+    )
     ctx.poll()
     assert (ctx.role, ctx.epoch, ctx.leader_id) == ("Follower", EPOCH + 1, 3)
-    ctx.deliver_response(request, fetch_response(EPOCH, LEADER, data=records(0, 3, [b"a", b"b"]),
-                                                 high_watermark=0))
+    ctx.deliver_response(
+        request, fetch_response(EPOCH, LEADER, data=records(0, 3, [b"a", b"b"]), high_watermark=0)
+    )
     ctx.poll()
     assert ctx.log_end_offset == 0
     assert (ctx.role, ctx.epoch, ctx.leader_id) == ("Follower", EPOCH + 1, 3)
@@ -475,14 +529,15 @@ def test_vote_responses_are_dropped_after_becoming_follower() -> None:
     """§1.3: pre-vote answers arriving after a BeginQuorumEpoch made the replica a Follower are
     ignored (Kafka testVoteResponseIgnoredAfterBecomingFollower)."""
     ctx, votes = prospective()
-    ctx.deliver_request(BeginQuorumEpochRequest(leader_id=3, leader_epoch=EPOCH,
-                                                leader_endpoints=endpoint(3)), source=3)
+    ctx.deliver_request(
+        BeginQuorumEpochRequest(leader_id=3, leader_epoch=EPOCH, leader_endpoints=endpoint(3)),
+        source=3,
+    )
     ctx.poll()
     assert (ctx.role, ctx.epoch, ctx.leader_id) == ("Follower", EPOCH, 3)
     # Handled, the first would make voter 2 our leader in a later epoch.
     ctx.deliver_response(votes[0], VoteResponse(leader_id=2, leader_epoch=EPOCH + 1))
-    ctx.deliver_response(votes[1], VoteResponse(leader_id=3, leader_epoch=EPOCH,
-                                                vote_granted=True))
+    ctx.deliver_response(votes[1], VoteResponse(leader_id=3, leader_epoch=EPOCH, vote_granted=True))
     ctx.poll_until_idle()
     assert (ctx.role, ctx.epoch, ctx.leader_id) == ("Follower", EPOCH, 3)
 
@@ -495,8 +550,9 @@ def test_higher_epoch_response_naming_a_leader_makes_a_follower() -> None:
     the response itself is not otherwise handled (its records are not appended)."""
     ctx = follower()
     request = fetch_in_flight(ctx)
-    ctx.deliver_response(request, fetch_response(EPOCH + 1, 3, data=records(0, 3, [b"a"]),
-                                                 high_watermark=0))
+    ctx.deliver_response(
+        request, fetch_response(EPOCH + 1, 3, data=records(0, 3, [b"a"]), high_watermark=0)
+    )
     ctx.poll()
     assert (ctx.role, ctx.epoch, ctx.leader_id) == ("Follower", EPOCH + 1, 3)
     assert ctx.log_end_offset == 0
@@ -509,11 +565,13 @@ def test_higher_epoch_response_without_a_leader_makes_unattached() -> None:
     that epoch."""
     ctx = follower()
     request = fetch_in_flight(ctx)
-    ctx.deliver_response(request, fetch_response(EPOCH + 1, -1,
-                                                 error=Errors.FENCED_LEADER_EPOCH))
+    ctx.deliver_response(request, fetch_response(EPOCH + 1, -1, error=Errors.FENCED_LEADER_EPOCH))
     ctx.poll()
     assert (ctx.role, ctx.epoch, ctx.leader_id, ctx.voted_id) == (
-        "Unattached", EPOCH + 1, None, None
+        "Unattached",
+        EPOCH + 1,
+        None,
+        None,
     )
 
 
@@ -547,19 +605,24 @@ def test_same_epoch_vote_response_naming_a_new_leader_makes_a_follower(state: st
     assert ctx.voted_id == (LOCAL if state == "Candidate" else None)
 
 
-@pytest.mark.parametrize(("epoch", "error"), [
-    (EPOCH - 1, Errors.NOT_LEADER_OR_FOLLOWER),
-    (EPOCH - 1, Errors.NONE),
-    (EPOCH, Errors.UNKNOWN_LEADER_EPOCH),
-], ids=["older-epoch-error", "older-epoch-none", "unknown-leader-epoch"])
+@pytest.mark.parametrize(
+    ("epoch", "error"),
+    [
+        (EPOCH - 1, Errors.NOT_LEADER_OR_FOLLOWER),
+        (EPOCH - 1, Errors.NONE),
+        (EPOCH, Errors.UNKNOWN_LEADER_EPOCH),
+    ],
+    ids=["older-epoch-error", "older-epoch-none", "unknown-leader-epoch"],
+)
 def test_stale_epoch_responses_are_ignored(epoch: int, error: Errors) -> None:
     """§1.3: a response from an older epoch, or UNKNOWN_LEADER_EPOCH, is no longer relevant:
     nothing changes, nothing from it is appended, and the next Fetch is not delayed."""
     ctx = follower()
     request = fetch_in_flight(ctx)
     before = snapshot(ctx)
-    ctx.deliver_response(request, fetch_response(epoch, 3, error=error,
-                                                 data=records(0, 3, [b"a"]), high_watermark=0))
+    ctx.deliver_response(
+        request, fetch_response(epoch, 3, error=error, data=records(0, 3, [b"a"]), high_watermark=0)
+    )
     ctx.poll()
     assert snapshot(ctx) == before
     request = fetch_in_flight(ctx)
@@ -572,8 +635,9 @@ def test_same_epoch_response_naming_another_leader_is_refused() -> None:
     ctx = follower()
     request = fetch_in_flight(ctx)
     before = snapshot(ctx)
-    ctx.deliver_response(request, fetch_response(EPOCH, 3, data=records(0, 3, [b"a"]),
-                                                 high_watermark=0))
+    ctx.deliver_response(
+        request, fetch_response(EPOCH, 3, data=records(0, 3, [b"a"]), high_watermark=0)
+    )
     ctx.poll()
     assert snapshot(ctx) == before
 
@@ -584,8 +648,11 @@ def test_broker_not_available_backs_the_fetch_off(level: str) -> None:
     for retry_backoff_ms before the next request to it."""
     ctx = follower(voters=(1, 2))  # the leader is the only other node to fetch from
     request = fetch_in_flight(ctx)
-    body = (fetch_response(EPOCH, -1, error=Errors.BROKER_NOT_AVAILABLE) if level == "partition"
-            else FetchResponse(error_code=Errors.BROKER_NOT_AVAILABLE))
+    body = (
+        fetch_response(EPOCH, -1, error=Errors.BROKER_NOT_AVAILABLE)
+        if level == "partition"
+        else FetchResponse(error_code=Errors.BROKER_NOT_AVAILABLE)
+    )
     ctx.deliver_response(request, body)
     ctx.poll()
     assert ctx.sent_requests(FetchRequest) == []
@@ -602,8 +669,9 @@ def test_broker_not_available_backs_a_vote_request_off() -> None:
     """§1.3: the same backoff applies to a (pre-)vote: the voter that answered
     BROKER_NOT_AVAILABLE is asked again only after retry_backoff_ms."""
     ctx, votes = prospective()
-    ctx.deliver_response(votes[0], VoteResponse(partition_error_code=Errors.BROKER_NOT_AVAILABLE,
-                                                leader_epoch=EPOCH))
+    ctx.deliver_response(
+        votes[0], VoteResponse(partition_error_code=Errors.BROKER_NOT_AVAILABLE, leader_epoch=EPOCH)
+    )
     ctx.poll()
     ctx.advance(ctx.config.retry_backoff_ms - 1)
     ctx.poll()

@@ -94,9 +94,13 @@ def become_follower_that_fetched(ctx: RaftTestContext[Any], leader: int) -> None
     """Have the follower send a Fetch and get a successful (empty) answer from ``leader``."""
     ctx.poll()
     fetch, _ = ctx.single_sent_request(FetchRequest)
-    ctx.deliver_response(fetch, FetchResponse(
-        high_watermark=0, current_leader=LeaderIdAndEpoch(leader, ctx.epoch),
-    ))
+    ctx.deliver_response(
+        fetch,
+        FetchResponse(
+            high_watermark=0,
+            current_leader=LeaderIdAndEpoch(leader, ctx.epoch),
+        ),
+    )
     ctx.poll()
     assert ctx.role == "Follower"
 
@@ -133,8 +137,9 @@ def test_cluster_id_null_accepted_empty_rejected() -> None:
     assert response.vote_granted
     response = answer(ctx, vote_request(EPOCH, 2, EPOCH - 1, 0, pre_vote=True), cluster_id="")
     assert response.error_code == Errors.INCONSISTENT_CLUSTER_ID
-    response = answer(ctx, vote_request(EPOCH, 2, EPOCH - 1, 0, pre_vote=True),
-                      cluster_id="cluster-a")
+    response = answer(
+        ctx, vote_request(EPOCH, 2, EPOCH - 1, 0, pre_vote=True), cluster_id="cluster-a"
+    )
     assert response.error_code == Errors.NONE
 
 
@@ -183,8 +188,9 @@ def test_illegal_offsets_and_epochs_are_invalid_request(
     and the replica is left as it was (even though the request's epoch is higher)."""
     ctx = builder().with_elected_leader(EPOCH, 2).build()
     replica_epoch = EPOCH + 1
-    response = answer(ctx, vote_request(replica_epoch, 3, last_epoch, last_offset,
-                                        pre_vote=pre_vote))
+    response = answer(
+        ctx, vote_request(replica_epoch, 3, last_epoch, last_offset, pre_vote=pre_vote)
+    )
     assert response.error_code == Errors.NONE
     assert response.partition_error_code == Errors.INVALID_REQUEST
     assert not response.vote_granted
@@ -270,16 +276,28 @@ def test_voter_directory_id_must_match_when_both_known() -> None:
     (zero) matches anything."""
     local_dir = uuid.uuid4()
     ctx = builder().with_local_directory_id(local_dir).with_unknown_leader(EPOCH).build()
-    response = answer(ctx, vote_request(EPOCH, 2, EPOCH, 0, pre_vote=True, voter_id=LOCAL,
-                                        voter_directory_id=uuid.uuid4()))
+    response = answer(
+        ctx,
+        vote_request(
+            EPOCH, 2, EPOCH, 0, pre_vote=True, voter_id=LOCAL, voter_directory_id=uuid.uuid4()
+        ),
+    )
     assert response.partition_error_code == Errors.INVALID_VOTER_KEY
     assert not response.vote_granted
-    response = answer(ctx, vote_request(EPOCH, 2, EPOCH, 0, pre_vote=True, voter_id=LOCAL,
-                                        voter_directory_id=ZERO_UUID))
+    response = answer(
+        ctx,
+        vote_request(
+            EPOCH, 2, EPOCH, 0, pre_vote=True, voter_id=LOCAL, voter_directory_id=ZERO_UUID
+        ),
+    )
     assert response.partition_error_code == Errors.NONE
     assert response.vote_granted
-    response = answer(ctx, vote_request(EPOCH, 2, EPOCH, 0, pre_vote=True, voter_id=LOCAL,
-                                        voter_directory_id=local_dir))
+    response = answer(
+        ctx,
+        vote_request(
+            EPOCH, 2, EPOCH, 0, pre_vote=True, voter_id=LOCAL, voter_directory_id=local_dir
+        ),
+    )
     assert response.partition_error_code == Errors.NONE
     assert response.vote_granted
 
@@ -354,8 +372,11 @@ def test_no_grant_when_the_vote_cannot_be_persisted() -> None:
     ctx.deliver_request(vote_request(EPOCH, 2, EPOCH - 1, 0), 2)
     with contextlib.suppress(OSError):  # Kafka: fatal; either way, no grant
         ctx.poll()
-    granted = [r for r in ctx.sent_responses(VoteResponse)
-               if isinstance(r.body, VoteResponse) and r.body.vote_granted]
+    granted = [
+        r
+        for r in ctx.sent_responses(VoteResponse)
+        if isinstance(r.body, VoteResponse) and r.body.vote_granted
+    ]
     assert granted == []
     assert ctx.voted_id is None
 
@@ -434,11 +455,9 @@ def test_voted_with_directory_rejects_same_id_other_directory() -> None:
     a request without a dirId matches."""
     directory = uuid.uuid4()
     ctx = builder().with_voted_candidate(EPOCH, 2, str_dir(directory)).build()
-    response = answer(ctx, vote_request(EPOCH, 2, EPOCH - 1, 0,
-                                        replica_directory_id=uuid.uuid4()))
+    response = answer(ctx, vote_request(EPOCH, 2, EPOCH - 1, 0, replica_directory_id=uuid.uuid4()))
     assert not response.vote_granted
-    response = answer(ctx, vote_request(EPOCH, 2, EPOCH - 1, 0,
-                                        replica_directory_id=directory))
+    response = answer(ctx, vote_request(EPOCH, 2, EPOCH - 1, 0, replica_directory_id=directory))
     assert response.vote_granted
 
 
@@ -700,10 +719,15 @@ def test_follower_pre_vote_after_new_epoch_fetch_rule_restarts() -> None:
     in a new epoch, pre-votes are granted again until the first fetch from it."""
     ctx = builder().with_elected_leader(EPOCH, 2).build()
     become_follower_that_fetched(ctx, 2)
-    ctx.deliver_request(BeginQuorumEpochRequest(
-        leader_id=3, leader_epoch=EPOCH + 1, voter_id=LOCAL,
-        leader_endpoints=(Endpoint("CONTROLLER", "localhost", 9993),),
-    ), 3)
+    ctx.deliver_request(
+        BeginQuorumEpochRequest(
+            leader_id=3,
+            leader_epoch=EPOCH + 1,
+            voter_id=LOCAL,
+            leader_endpoints=(Endpoint("CONTROLLER", "localhost", 9993),),
+        ),
+        3,
+    )
     ctx.poll()
     ctx.sent_responses()
     assert (ctx.role, ctx.leader_id, ctx.epoch) == ("Follower", 3, EPOCH + 1)
@@ -731,8 +755,7 @@ def test_resigned_grants_pre_vote() -> None:
     response = answer(ctx, vote_request(epoch, 2, epoch, ctx.log_end_offset, pre_vote=True))
     assert response.vote_granted
     assert response.leader_id == LOCAL
-    response = answer(ctx, vote_request(epoch, 2, epoch, ctx.log_end_offset - 1,
-                                        pre_vote=True))
+    response = answer(ctx, vote_request(epoch, 2, epoch, ctx.log_end_offset - 1, pre_vote=True))
     assert not response.vote_granted
     assert ctx.role == "Resigned"
 

@@ -36,8 +36,10 @@ def committed_values(cluster: Cluster, node: int) -> list[bytes | None]:
     log = cluster.logs[node]
     return [
         record.value
-        for batch in log.batches() if not batch.is_control
-        for record in batch.records() if record.offset < log.high_watermark
+        for batch in log.batches()
+        if not batch.is_control
+        for record in batch.records()
+        if record.offset < log.high_watermark
     ]
 
 
@@ -84,12 +86,16 @@ class Watcher:
             for b in prefixes:
                 shared = min(len(a), len(b))
                 assert a[:shared] == b[:shared], "two nodes committed different data"
-        self.trace.append((cluster.clock.now_ms(), tuple(
-            (node, c.role, c.epoch, c.leader_id) for node, c in cluster.nodes.items()
-        )))
+        self.trace.append(
+            (
+                cluster.clock.now_ms(),
+                tuple((node, c.role, c.epoch, c.leader_id) for node, c in cluster.nodes.items()),
+            )
+        )
 
-    def run_until(self, predicate: Callable[[], bool], timeout_ms: int = ELECTION_TIMEOUT_MS
-                  ) -> bool:
+    def run_until(
+        self, predicate: Callable[[], bool], timeout_ms: int = ELECTION_TIMEOUT_MS
+    ) -> bool:
         def checked() -> bool:
             self.check()
             return predicate()
@@ -124,21 +130,20 @@ class Watcher:
         return leader
 
 
-def append_and_commit(watcher: Watcher, values: list[bytes], nodes: list[int] | None = None
-                      ) -> None:
+def append_and_commit(
+    watcher: Watcher, values: list[bytes], nodes: list[int] | None = None
+) -> None:
     """Append ``values`` (one batch each) through the leader; run until ``nodes`` (default:
     every connected node) delivered them to their listeners."""
     cluster = watcher.cluster
     for value in values:
         assert cluster.append([value]) is not None, "no leader to append to"
-    targets = nodes if nodes is not None else [
-        n for n in cluster.nodes if n not in cluster.disconnected
-    ]
+    targets = (
+        nodes if nodes is not None else [n for n in cluster.nodes if n not in cluster.disconnected]
+    )
 
     def delivered() -> bool:
-        return all(
-            cluster.listeners[n].records[-len(values):] == values for n in targets
-        )
+        return all(cluster.listeners[n].records[-len(values) :] == values for n in targets)
 
     assert watcher.run_until(delivered), {n: cluster.listeners[n].records for n in targets}
 
@@ -200,12 +205,12 @@ def test_appends_reach_every_listener_in_order() -> None:
     watcher.elect()
     values = [f"v{i}".encode() for i in range(30)]
     for i in range(0, len(values), 3):
-        for value in values[i:i + 3]:
+        for value in values[i : i + 3]:
             assert cluster.append([value]) is not None
         watcher.run_for(7)  # interleave appends with replication
-    assert watcher.run_until(lambda: all(
-        listener.records == values for listener in cluster.listeners.values()
-    )), {n: listener.records for n, listener in cluster.listeners.items()}
+    assert watcher.run_until(
+        lambda: all(listener.records == values for listener in cluster.listeners.values())
+    ), {n: listener.records for n, listener in cluster.listeners.items()}
     logs = {n: committed_batches(cluster, n) for n in cluster.nodes}
     assert logs[1] == logs[2] == logs[3]
     for node in cluster.nodes:
@@ -218,9 +223,11 @@ def test_records_of_one_append_stay_in_one_batch() -> None:
     watcher = Watcher(cluster)
     watcher.elect()
     assert cluster.append([b"a", b"b", b"c"]) is not None
-    assert watcher.run_until(lambda: all(
-        listener.records == [b"a", b"b", b"c"] for listener in cluster.listeners.values()
-    ))
+    assert watcher.run_until(
+        lambda: all(
+            listener.records == [b"a", b"b", b"c"] for listener in cluster.listeners.values()
+        )
+    )
     for listener in cluster.listeners.values():
         data = [batch for batch in listener.batches if batch.records]
         assert [batch.records for batch in data] == [[b"a", b"b", b"c"]]
@@ -251,9 +258,9 @@ def test_an_observer_follows_a_leader_change() -> None:
     old = watcher.elect()
     append_and_commit(watcher, [b"before"])
     cluster.nodes[old].resign(cluster.nodes[old].epoch)
-    assert watcher.run_until(
-        lambda: (watcher.settled_leader() or old) != old
-    ), list(cluster.nodes.values())
+    assert watcher.run_until(lambda: (watcher.settled_leader() or old) != old), list(
+        cluster.nodes.values()
+    )
     append_and_commit(watcher, [b"after"])
     assert cluster.listeners[4].records == [b"before", b"after"]
     assert cluster.nodes[4].leader_id == watcher.settled_leader()
@@ -283,9 +290,11 @@ def test_a_disconnected_leader_is_replaced_and_resigns_by_check_quorum() -> None
     assert cluster.nodes[old].role == "Resigned"
     assert cluster.nodes[old].epoch == old_epoch
     # When did it resign? Not before the check-quorum timeout.
-    resigned_at = next(t for t, roles in watcher.trace if dict(
-        (node, role) for node, role, _, _ in roles
-    )[old] == "Resigned")
+    resigned_at = next(
+        t
+        for t, roles in watcher.trace
+        if dict((node, role) for node, role, _, _ in roles)[old] == "Resigned"
+    )
     assert resigned_at - disconnected_at >= cluster.config.fetch_timeout_ms
     cluster.disconnected.clear()
     assert watcher.run_until(lambda: watcher.settled_leader() == new)
@@ -302,9 +311,9 @@ def test_a_reconnected_leader_steps_down_on_a_higher_epoch() -> None:
     old = watcher.elect()
     old_epoch = cluster.nodes[old].epoch
     cluster.disconnected.add(old)
-    assert watcher.run_until(lambda: any(
-        c.epoch > old_epoch for n, c in cluster.nodes.items() if n != old
-    ))
+    assert watcher.run_until(
+        lambda: any(c.epoch > old_epoch for n, c in cluster.nodes.items() if n != old)
+    )
     assert cluster.nodes[old].is_leader, "check-quorum should not have run out yet"
     cluster.disconnected.clear()
     assert watcher.run_until(lambda: not cluster.nodes[old].is_leader)
@@ -348,9 +357,11 @@ def test_committed_records_survive_leader_changes() -> None:
     assert watcher.run_until(lambda: watcher.settled_leader() not in (None, first))
     append_and_commit(watcher, [b"c4"])
     cluster.disconnected.clear()
-    assert watcher.run_until(lambda: all(
-        cluster.listeners[n].records == [b"c1", b"c2", b"c3", b"c4"] for n in cluster.nodes
-    )), {n: cluster.listeners[n].records for n in cluster.nodes}
+    assert watcher.run_until(
+        lambda: all(
+            cluster.listeners[n].records == [b"c1", b"c2", b"c3", b"c4"] for n in cluster.nodes
+        )
+    ), {n: cluster.listeners[n].records for n in cluster.nodes}
     watcher.run_for(1_000)
     for node in cluster.nodes:
         assert committed_values(cluster, node) == [b"c1", b"c2", b"c3", b"c4"]
@@ -377,9 +388,9 @@ def test_back_to_back_leader_failures() -> None:
     assert watcher.run_until(lambda: watcher.settled_leader() not in (None, second))
     append_and_commit(watcher, [b"c"])
     cluster.disconnected.clear()
-    assert watcher.run_until(lambda: all(
-        cluster.listeners[n].records == [b"a", b"b", b"c"] for n in cluster.nodes
-    )), {n: cluster.listeners[n].records for n in cluster.nodes}
+    assert watcher.run_until(
+        lambda: all(cluster.listeners[n].records == [b"a", b"b", b"c"] for n in cluster.nodes)
+    ), {n: cluster.listeners[n].records for n in cluster.nodes}
     assert len(set(watcher.leaders.values())) >= 2
 
 
@@ -401,9 +412,9 @@ def test_a_majority_makes_progress_without_the_minority() -> None:
         assert cluster.logs[node].high_watermark == minority_hw[node]
         assert cluster.listeners[node].records == [b"m1"]
     cluster.disconnected.clear()
-    assert watcher.run_until(lambda: all(
-        cluster.listeners[n].records == [b"m1", b"m2", b"m3"] for n in cluster.nodes
-    ))
+    assert watcher.run_until(
+        lambda: all(cluster.listeners[n].records == [b"m1", b"m2", b"m3"] for n in cluster.nodes)
+    )
 
 
 def test_no_leader_without_a_majority() -> None:

@@ -27,8 +27,11 @@ from kraft.raft.states import (
     UnattachedState,
 )
 
-VOTERS = {1: Endpoint("127.0.0.1", 9091), 2: Endpoint("127.0.0.1", 9092),
-          3: Endpoint("127.0.0.1", 9093)}
+VOTERS = {
+    1: Endpoint("127.0.0.1", 9091),
+    2: Endpoint("127.0.0.1", 9092),
+    3: Endpoint("127.0.0.1", 9093),
+}
 CONFIG = QuorumConfig(voters=VOTERS, election_timeout_ms=1000, fetch_timeout_ms=2000)
 
 
@@ -40,7 +43,9 @@ class FakeAccumulator:
 
 
 def quorum(
-    local_id: int | None = 1, stored: ElectionState | None = None, log_epoch: int = 0,
+    local_id: int | None = 1,
+    stored: ElectionState | None = None,
+    log_epoch: int = 0,
     now_ms: int = 0,
 ) -> tuple[QuorumState[bytes], MemoryQuorumStateStore]:
     store = MemoryQuorumStateStore()
@@ -247,17 +252,20 @@ def test_follower_keeps_the_high_watermark_it_knew() -> None:
 C = ReplicaKey(2)
 
 
-@pytest.mark.parametrize(("state", "standard", "pre_vote"), [
-    (UnattachedState(5, None, None, None, 0), True, True),
-    (UnattachedState(5, None, 3, None, 0), False, True),  # known leader
-    (UnattachedState(5, None, None, ReplicaKey(2), 0), True, True),  # same candidate again
-    (UnattachedState(5, None, None, ReplicaKey(3), 0), False, True),  # voted for another
-    (ProspectiveState(5, None, 1, None, None, frozenset({1, 2, 3}), 0), True, True),
-    (CandidateState(5, None, 1, None, frozenset({1, 2, 3}), 0, retries=1), False, True),
-    (FollowerState(5, None, 3, (), None, 0, has_fetched=False), False, True),
-    (FollowerState(5, None, 3, (), None, 0, has_fetched=True), False, False),
-    (ResignedState(5, None, 1, frozenset({1, 2, 3}), 0, []), False, True),
-])
+@pytest.mark.parametrize(
+    ("state", "standard", "pre_vote"),
+    [
+        (UnattachedState(5, None, None, None, 0), True, True),
+        (UnattachedState(5, None, 3, None, 0), False, True),  # known leader
+        (UnattachedState(5, None, None, ReplicaKey(2), 0), True, True),  # same candidate again
+        (UnattachedState(5, None, None, ReplicaKey(3), 0), False, True),  # voted for another
+        (ProspectiveState(5, None, 1, None, None, frozenset({1, 2, 3}), 0), True, True),
+        (CandidateState(5, None, 1, None, frozenset({1, 2, 3}), 0, retries=1), False, True),
+        (FollowerState(5, None, 3, (), None, 0, has_fetched=False), False, True),
+        (FollowerState(5, None, 3, (), None, 0, has_fetched=True), False, False),
+        (ResignedState(5, None, 1, frozenset({1, 2, 3}), 0, []), False, True),
+    ],
+)
 def test_vote_granting_table_with_an_up_to_date_log(state, standard: bool, pre_vote: bool) -> None:
     assert state.can_grant_vote(C, True, pre_vote=False) is standard
     assert state.can_grant_vote(C, True, pre_vote=True) is pre_vote
@@ -287,9 +295,13 @@ def leader_state(
     voters: frozenset[int] = frozenset({1, 2, 3}), start: int = 10
 ) -> LeaderState[bytes]:
     return LeaderState(
-        epoch=4, local=ReplicaKey(1), epoch_start_offset=start, voters=voters,
+        epoch=4,
+        local=ReplicaKey(1),
+        epoch_start_offset=start,
+        voters=voters,
         accumulator=FakeAccumulator(),  # type: ignore[arg-type]
-        check_quorum_timeout_ms=3000, begin_quorum_epoch_interval_ms=1000,
+        check_quorum_timeout_ms=3000,
+        begin_quorum_epoch_interval_ms=1000,
         check_quorum_deadline_ms=3000,
     )
 
@@ -374,12 +386,12 @@ def test_the_transition_diagram_in_docs_is_generated_from_the_table() -> None:
     doc = (Path(__file__).parents[2] / "docs" / "protocol.md").read_text(encoding="utf-8")
     begin = doc.index(DIAGRAM_BEGIN)
     end = doc.index(DIAGRAM_END)
-    block = doc[doc.index("\n", begin) + 1:end].strip()
+    block = doc[doc.index("\n", begin) + 1 : end].strip()
     assert block.startswith("```text\n") and block.endswith("\n```")
     expected = render_transitions()
-    if block[len("```text\n"):-len("\n```")] != expected:
+    if block[len("```text\n") : -len("\n```")] != expected:
         print(f"```text\n{expected}\n```")
-    assert block[len("```text\n"):-len("\n```")] == expected
+    assert block[len("```text\n") : -len("\n```")] == expected
 
 
 def test_the_transitions_are_checked_against_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -399,6 +411,7 @@ def test_the_transitions_are_checked_against_the_table(monkeypatch: pytest.Monke
 def test_every_transition_not_in_the_table_raises() -> None:
     """From each reachable state, each target the table does not list raises
     ``IllegalStateError`` and changes nothing."""
+
     def in_state(name: str) -> QuorumState[bytes]:
         q, _ = quorum()
         if name == "Voted":

@@ -38,8 +38,11 @@ class BatchInput:
 
     def encode(self) -> bytes:
         return encode_batch(
-            self.base_offset, self.epoch, self.records,
-            timestamp_ms=self.timestamp_ms, control=self.control,
+            self.base_offset,
+            self.epoch,
+            self.records,
+            timestamp_ms=self.timestamp_ms,
+            control=self.control,
         )
 
     def expected(self) -> list[Record]:
@@ -60,8 +63,10 @@ class BatchInput:
 @st.composite
 def record_lists(draw: st.DrawFn, timestamp_ms: int) -> list[bytes | SimpleRecord]:
     # Record timestamps near the batch time, or anywhere whose delta still fits an int64.
-    record_ts = st.none() | st.integers(timestamp_ms - 2**20, timestamp_ms + 2**20) | st.integers(
-        -(2**62), 2**62
+    record_ts = (
+        st.none()
+        | st.integers(timestamp_ms - 2**20, timestamp_ms + 2**20)
+        | st.integers(-(2**62), 2**62)
     )
     simple = st.builds(
         SimpleRecord, value=payloads, key=payloads, headers=headers, timestamp_ms=record_ts
@@ -70,9 +75,7 @@ def record_lists(draw: st.DrawFn, timestamp_ms: int) -> list[bytes | SimpleRecor
 
 
 @st.composite
-def batch_inputs(
-    draw: st.DrawFn, base_offset: st.SearchStrategy[int] | None = None
-) -> BatchInput:
+def batch_inputs(draw: st.DrawFn, base_offset: st.SearchStrategy[int] | None = None) -> BatchInput:
     timestamp_ms = draw(st.integers(0, 2**42))
     return BatchInput(
         base_offset=draw(st.integers(0, 2**62) if base_offset is None else base_offset),

@@ -67,17 +67,28 @@ def test_key_is_version_0_then_type(kind: ControlRecordType) -> None:
 
 def test_type_numbers_are_kafkas() -> None:
     assert [(t.name, t.value) for t in ControlRecordType] == [
-        ("ABORT", 0), ("COMMIT", 1), ("LEADER_CHANGE", 2), ("SNAPSHOT_HEADER", 3),
-        ("SNAPSHOT_FOOTER", 4), ("KRAFT_VERSION", 5), ("KRAFT_VOTERS", 6),
+        ("ABORT", 0),
+        ("COMMIT", 1),
+        ("LEADER_CHANGE", 2),
+        ("SNAPSHOT_HEADER", 3),
+        ("SNAPSHOT_FOOTER", 4),
+        ("KRAFT_VERSION", 5),
+        ("KRAFT_VOTERS", 6),
     ]
 
 
 @pytest.mark.parametrize(
     "key",
     [
-        "", "0000", "000002", "0000000200",  # lengths other than 4
-        "00010002", "ffff0002",  # key versions other than 0
-        "00000007", "0000ffff", "00007fff",  # unknown types
+        "",
+        "0000",
+        "000002",
+        "0000000200",  # lengths other than 4
+        "00010002",
+        "ffff0002",  # key versions other than 0
+        "00000007",
+        "0000ffff",
+        "00007fff",  # unknown types
     ],
 )
 def test_bad_keys_are_corrupt(key: str) -> None:
@@ -99,12 +110,17 @@ GOLDEN = [
         "0000"  # Version int16 0
         "00000001"  # LeaderId int32 1
         "04"  # Voters: compact array, uvarint 3 + 1
-        "00000001" "00"  # Voter{VoterId 1}, empty tagged fields
-        "00000002" "00"  # Voter{VoterId 2}
-        "00000003" "00"  # Voter{VoterId 3}
+        "00000001"
+        "00"  # Voter{VoterId 1}, empty tagged fields
+        "00000002"
+        "00"  # Voter{VoterId 2}
+        "00000003"
+        "00"  # Voter{VoterId 3}
         "03"  # GrantingVoters: uvarint 2 + 1
-        "00000001" "00"
-        "00000003" "00"
+        "00000001"
+        "00"
+        "00000003"
+        "00"
         "00",  # the message's empty tagged fields
     ),
     (
@@ -124,8 +140,8 @@ GOLDEN = [
         "0000018bcfe56800"  # LastContainedLogTimestamp int64
         "00",
     ),
-    (SnapshotFooterRecord(0), "0000" "00"),
-    (KRaftVersionRecord(0, 1), "0000" "0001" "00"),  # Version, KRaftVersion int16
+    (SnapshotFooterRecord(0), "000000"),
+    (KRaftVersionRecord(0, 1), "0000000100"),  # Version, KRaftVersion int16
     (
         VotersRecord(
             0,
@@ -143,11 +159,14 @@ GOLDEN = [
         "00000001"  # VoterId 1
         "00112233445566778899aabbccddeeff"  # VoterDirectoryId
         "02"  # Endpoints: 1 + 1
-        "0b" "434f4e54524f4c4c4552"  # Name: compact string, uvarint 10 + 1, "CONTROLLER"
-        "0a" "6c6f63616c686f7374"  # Host: uvarint 9 + 1, "localhost"
+        "0b"
+        "434f4e54524f4c4c4552"  # Name: compact string, uvarint 10 + 1, "CONTROLLER"
+        "0a"
+        "6c6f63616c686f7374"  # Host: uvarint 9 + 1, "localhost"
         "2385"  # Port uint16 9093
         "00"  # endpoint tagged fields
-        "0000" "0001"  # KRaftVersionFeature{MinSupportedVersion 0, MaxSupportedVersion 1}
+        "0000"
+        "0001"  # KRaftVersionFeature{MinSupportedVersion 0, MaxSupportedVersion 1}
         "00"  # KRaftVersionFeature's tagged fields
         "00"  # voter tagged fields
         "00",  # message tagged fields
@@ -227,32 +246,66 @@ def _schema(name: str, fields: list[dict[str, Any]]) -> StructField:
 
 LEADER_VOTER_V0 = [_f("VoterId", "int32")]
 SCHEMAS = {
-    (ControlRecordType.LEADER_CHANGE, 0): _schema("LeaderChangeMessage", [
-        _f("Version", "int16"), _f("LeaderId", "int32"),
-        _f("Voters", "[]Voter", LEADER_VOTER_V0), _f("GrantingVoters", "[]Voter", LEADER_VOTER_V0),
-    ]),
-    (ControlRecordType.SNAPSHOT_HEADER, 0): _schema("SnapshotHeaderRecord", [
-        _f("Version", "int16"), _f("LastContainedLogTimestamp", "int64"),
-    ]),
-    (ControlRecordType.SNAPSHOT_FOOTER, 0): _schema("SnapshotFooterRecord", [
-        _f("Version", "int16"),
-    ]),
-    (ControlRecordType.KRAFT_VERSION, 0): _schema("KRaftVersionRecord", [
-        _f("Version", "int16"), _f("KRaftVersion", "int16"),
-    ]),
-    (ControlRecordType.KRAFT_VOTERS, 0): _schema("VotersRecord", [
-        _f("Version", "int16"),
-        _f("Voters", "[]Voter", [
-            _f("VoterId", "int32"),
-            _f("VoterDirectoryId", "uuid"),
-            _f("Endpoints", "[]Endpoint", [
-                _f("Name", "string"), _f("Host", "string"), _f("Port", "uint16"),
-            ]),
-            _f("KRaftVersionFeature", "KRaftVersionFeature", [
-                _f("MinSupportedVersion", "int16"), _f("MaxSupportedVersion", "int16"),
-            ]),
-        ]),
-    ]),
+    (ControlRecordType.LEADER_CHANGE, 0): _schema(
+        "LeaderChangeMessage",
+        [
+            _f("Version", "int16"),
+            _f("LeaderId", "int32"),
+            _f("Voters", "[]Voter", LEADER_VOTER_V0),
+            _f("GrantingVoters", "[]Voter", LEADER_VOTER_V0),
+        ],
+    ),
+    (ControlRecordType.SNAPSHOT_HEADER, 0): _schema(
+        "SnapshotHeaderRecord",
+        [
+            _f("Version", "int16"),
+            _f("LastContainedLogTimestamp", "int64"),
+        ],
+    ),
+    (ControlRecordType.SNAPSHOT_FOOTER, 0): _schema(
+        "SnapshotFooterRecord",
+        [
+            _f("Version", "int16"),
+        ],
+    ),
+    (ControlRecordType.KRAFT_VERSION, 0): _schema(
+        "KRaftVersionRecord",
+        [
+            _f("Version", "int16"),
+            _f("KRaftVersion", "int16"),
+        ],
+    ),
+    (ControlRecordType.KRAFT_VOTERS, 0): _schema(
+        "VotersRecord",
+        [
+            _f("Version", "int16"),
+            _f(
+                "Voters",
+                "[]Voter",
+                [
+                    _f("VoterId", "int32"),
+                    _f("VoterDirectoryId", "uuid"),
+                    _f(
+                        "Endpoints",
+                        "[]Endpoint",
+                        [
+                            _f("Name", "string"),
+                            _f("Host", "string"),
+                            _f("Port", "uint16"),
+                        ],
+                    ),
+                    _f(
+                        "KRaftVersionFeature",
+                        "KRaftVersionFeature",
+                        [
+                            _f("MinSupportedVersion", "int16"),
+                            _f("MaxSupportedVersion", "int16"),
+                        ],
+                    ),
+                ],
+            ),
+        ],
+    ),
 }
 
 
@@ -304,32 +357,31 @@ def test_truncated_or_padded_values_are_corrupt(message: ControlMessage, expecte
 
 
 # A VotersRecord up to its one voter's one endpoint, and what follows that endpoint.
-ONE_ENDPOINT = "0000" "02" "00000001" + "00" * 16 + "02"
-VOTER_END = "0000" "0000" "00" "00" "00"
+ONE_ENDPOINT = "00000200000001" + "00" * 16 + "02"
+VOTER_END = "00000000000000"
 
 
 @pytest.mark.parametrize(
     ("kind", "value", "match"),
     [
-        (ControlRecordType.SNAPSHOT_FOOTER, "0001" "00", "version 1"),
-        (ControlRecordType.SNAPSHOT_FOOTER, "ffff" "00", "version -1"),
-        (ControlRecordType.LEADER_CHANGE, "0002" "00000001" "01" "01" "00", "version 2"),
-        (ControlRecordType.KRAFT_VOTERS, "0001" "01" "00", "version 1"),
+        (ControlRecordType.SNAPSHOT_FOOTER, "000100", "version 1"),
+        (ControlRecordType.SNAPSHOT_FOOTER, "ffff00", "version -1"),
+        (ControlRecordType.LEADER_CHANGE, "000200000001010100", "version 2"),
+        (ControlRecordType.KRAFT_VOTERS, "00010100", "version 1"),
         # a null (uvarint 0) non-nullable array
-        (ControlRecordType.LEADER_CHANGE, "0000" "00000001" "00" "01" "00", "null"),
+        (ControlRecordType.LEADER_CHANGE, "000000000001000100", "null"),
         # an array count larger than the bytes left
-        (ControlRecordType.KRAFT_VOTERS, "0000" "7f" "00", "elements"),
+        (ControlRecordType.KRAFT_VOTERS, "00007f00", "elements"),
         # a null endpoint name
-        (ControlRecordType.KRAFT_VOTERS, ONE_ENDPOINT + "00" "01" "0000" "00" + VOTER_END, "null"),
+        (ControlRecordType.KRAFT_VOTERS, ONE_ENDPOINT + "0001000000" + VOTER_END, "null"),
         # an endpoint name that is not utf-8
-        (ControlRecordType.KRAFT_VOTERS, ONE_ENDPOINT + "02ff" "01" "0000" "00" + VOTER_END,
-         "utf-8"),
+        (ControlRecordType.KRAFT_VOTERS, ONE_ENDPOINT + "02ff01000000" + VOTER_END, "utf-8"),
         # a tagged field whose size runs past the end
-        (ControlRecordType.SNAPSHOT_FOOTER, "0000" "01" "00" "05" "00", "tagged field"),
+        (ControlRecordType.SNAPSHOT_FOOTER, "000001000500", "tagged field"),
         # transaction markers are not KRaft records
-        (ControlRecordType.ABORT, "0000" "00000000", "not KRaft"),
-        (ControlRecordType.COMMIT, "0000" "00000000", "not KRaft"),
-        (7, "0000" "00", "unknown control record type"),
+        (ControlRecordType.ABORT, "000000000000", "not KRaft"),
+        (ControlRecordType.COMMIT, "000000000000", "not KRaft"),
+        (7, "000000", "unknown control record type"),
     ],
 )
 def test_bad_values_are_corrupt(kind: int, value: str, match: str) -> None:
@@ -342,9 +394,19 @@ def test_unknown_tagged_fields_are_skipped() -> None:
     value = bytes.fromhex(
         "0000"  # Version
         "00000001"  # LeaderId
-        "02" "00000001" "01" "07" "02" "abcd"  # one voter, with tagged field 7 of 2 bytes
+        "02"
+        "00000001"
+        "01"
+        "07"
+        "02"
+        "abcd"  # one voter, with tagged field 7 of 2 bytes
         "01"  # no granting voters
-        "02" "00" "00" "03" "01" "ff"  # two message tagged fields: tag 0 (empty), tag 3 (1 byte)
+        "02"
+        "00"
+        "00"
+        "03"
+        "01"
+        "ff"  # two message tagged fields: tag 0 (empty), tag 3 (1 byte)
     )
     assert decode_control_value(ControlRecordType.LEADER_CHANGE, value) == LeaderChangeMessage(
         0, 1, (LeaderChangeVoter(1),), ()
@@ -379,11 +441,15 @@ def test_a_non_control_message_is_a_type_error() -> None:
 # -- batches ----------------------------------------------------------------------------------
 
 
-@given(st.lists(control_messages, min_size=1, max_size=5), st.integers(0, 2**40),
-       st.integers(0, 2**31 - 1))
+@given(
+    st.lists(control_messages, min_size=1, max_size=5),
+    st.integers(0, 2**40),
+    st.integers(0, 2**31 - 1),
+)
 @settings(max_examples=50, deadline=None)
-def test_control_batch_round_trip(messages: list[ControlMessage], base_offset: int,
-                                  epoch: int) -> None:
+def test_control_batch_round_trip(
+    messages: list[ControlMessage], base_offset: int, epoch: int
+) -> None:
     raw = control_batch(base_offset, epoch, messages, timestamp_ms=123)
     (batch,) = iter_batches(raw)
     assert batch.is_control
@@ -400,12 +466,19 @@ def test_snapshot_header_batch_as_kafka_writes_it() -> None:
     messages: list[ControlMessage] = [
         SnapshotHeaderRecord(0, 0),
         KRaftVersionRecord(0, 1),
-        VotersRecord(0, (VotersRecordVoter(1, DIR_ID, (VotersRecordEndpoint("C", "h", 1),),
-                                           KRaftVersionFeature(0, 1)),)),
+        VotersRecord(
+            0,
+            (
+                VotersRecordVoter(
+                    1, DIR_ID, (VotersRecordEndpoint("C", "h", 1),), KRaftVersionFeature(0, 1)
+                ),
+            ),
+        ),
     ]
     batch = read_batch(control_batch(0, 0, messages, timestamp_ms=0))
     assert [kind for kind, _ in control_records(batch)] == [
-        ControlRecordType.SNAPSHOT_HEADER, ControlRecordType.KRAFT_VERSION,
+        ControlRecordType.SNAPSHOT_HEADER,
+        ControlRecordType.KRAFT_VERSION,
         ControlRecordType.KRAFT_VOTERS,
     ]
 

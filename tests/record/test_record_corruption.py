@@ -56,8 +56,9 @@ def _recrc(buf: bytes | bytearray) -> bytes:
 
 
 def _walk(buf: bytes, base_position: int = 0) -> list[tuple[int, int, list[bytes | None]]]:
-    return [(b.base_offset, b.epoch, b.values())
-            for b in iter_batches(buf, base_position=base_position)]
+    return [
+        (b.base_offset, b.epoch, b.values()) for b in iter_batches(buf, base_position=base_position)
+    ]
 
 
 # -- single-bit flips -------------------------------------------------------------------------
@@ -85,14 +86,21 @@ def test_every_single_bit_flip_is_detected_or_documented() -> None:
 def batch_and_bit(draw: st.DrawFn) -> tuple[bytes, int]:
     records = draw(
         st.lists(
-            st.builds(SimpleRecord, value=st.none() | st.binary(max_size=30),
-                      key=st.none() | st.binary(max_size=10)),
+            st.builds(
+                SimpleRecord,
+                value=st.none() | st.binary(max_size=30),
+                key=st.none() | st.binary(max_size=10),
+            ),
             min_size=1,
             max_size=6,
         )
     )
-    raw = encode_batch(draw(st.integers(0, 2**40)), draw(st.integers(0, 2**31 - 1)), records,
-                       timestamp_ms=draw(st.integers(0, 2**42)))
+    raw = encode_batch(
+        draw(st.integers(0, 2**40)),
+        draw(st.integers(0, 2**31 - 1)),
+        records,
+        timestamp_ms=draw(st.integers(0, 2**42)),
+    )
     covered = [b for b in range(len(raw) * 8) if b // 8 not in NOT_COVERED]
     return raw, draw(st.sampled_from(covered))
 
@@ -170,7 +178,7 @@ def test_crc_check_can_be_skipped() -> None:
 
 def _rewrite(batch: bytes, at: int, new: bytes, *, delete: int = 0) -> bytes:
     """Replace ``delete`` bytes at ``at`` with ``new``, fix the batch length and the CRC."""
-    out = bytearray(batch[:at] + new + batch[at + delete:])
+    out = bytearray(batch[:at] + new + batch[at + delete :])
     struct.pack_into(">i", out, 8, len(out) - 12)
     return _recrc(out)
 
@@ -205,6 +213,6 @@ def test_record_level_corruption(corrupt: Callable[[bytes], bytes], match: str) 
 def test_header_key_that_is_not_utf8() -> None:
     raw = encode_batch(0, 0, [SimpleRecord(b"v", headers=(("h", None),))], timestamp_ms=0)
     at = raw.index(b"h")
-    corrupt = _recrc(raw[:at] + b"\xff" + raw[at + 1:])
+    corrupt = _recrc(raw[:at] + b"\xff" + raw[at + 1 :])
     with pytest.raises(CorruptRecordError, match="utf-8"):
         read_batch(corrupt).records()

@@ -41,8 +41,9 @@ def batches(draw: st.DrawFn) -> tuple[int, int, int, list[SimpleRecord]]:
     record_ts = st.none() | st.integers(0, 2**43)
     records = draw(
         st.lists(
-            st.builds(SimpleRecord, value=payloads, key=payloads, headers=headers,
-                      timestamp_ms=record_ts),
+            st.builds(
+                SimpleRecord, value=payloads, key=payloads, headers=headers, timestamp_ms=record_ts
+            ),
             min_size=1,
             max_size=8,
         )
@@ -91,8 +92,9 @@ def test_kafka_python_walks_a_kraft_log() -> None:
 
 
 def test_kafka_python_reads_a_kraft_control_batch() -> None:
-    message = LeaderChangeMessage(0, 1, (LeaderChangeVoter(1), LeaderChangeVoter(2)),
-                                  (LeaderChangeVoter(1),))
+    message = LeaderChangeMessage(
+        0, 1, (LeaderChangeVoter(1), LeaderChangeVoter(2)), (LeaderChangeVoter(1),)
+    )
     raw = control_batch(5, 7, [message], timestamp_ms=1000)
     theirs = DefaultRecordBatch(raw)
     assert theirs.validate_crc()
@@ -107,8 +109,13 @@ def test_kafka_python_reads_a_kraft_control_batch() -> None:
 def test_kraft_reads_kafka_python_batches(case: tuple[int, int, int, list[SimpleRecord]]) -> None:
     _, _, timestamp_ms, records = case
     builder = DefaultRecordBatchBuilder(
-        magic=2, compression_type=0, is_transactional=False, producer_id=-1,
-        producer_epoch=-1, base_sequence=-1, batch_size=1 << 20,
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 20,
     )
     stamps = []
     for offset, r in enumerate(records):
@@ -130,8 +137,13 @@ def test_kraft_reads_kafka_python_batches(case: tuple[int, int, int, list[Simple
 def test_kraft_reads_a_kafka_python_batch_with_a_producer() -> None:
     """Fields kraft never writes (producer id, epoch, sequence, transactional bit) still parse."""
     builder = DefaultRecordBatchBuilder(
-        magic=2, compression_type=0, is_transactional=True, producer_id=1234,
-        producer_epoch=5, base_sequence=99, batch_size=1 << 20,
+        magic=2,
+        compression_type=0,
+        is_transactional=True,
+        producer_id=1234,
+        producer_epoch=5,
+        base_sequence=99,
+        batch_size=1 << 20,
     )
     builder.append(0, 42, b"k", b"v", [])
     batch = read_batch(bytes(builder.build()))

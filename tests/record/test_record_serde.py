@@ -113,7 +113,9 @@ def test_msgspec_serde_rejects_an_unknown_format() -> None:
 
 def test_serdes_satisfy_the_protocol() -> None:
     serdes: list[RecordSerde[bytes] | RecordSerde[str] | RecordSerde[Point]] = [
-        BytesSerde(), StrSerde(), MsgspecSerde(Point)
+        BytesSerde(),
+        StrSerde(),
+        MsgspecSerde(Point),
     ]
     for serde in serdes:
         assert callable(serde.encode)

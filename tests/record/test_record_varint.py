@@ -122,8 +122,9 @@ def test_varlong_extremes(value: int, expected: str) -> None:
     assert read_varlong(bytes.fromhex(expected), 0) == (value, 10)
 
 
-@pytest.mark.parametrize(("value", "expected"), [(0, "00"), (127, "7f"), (128, "8001"),
-                                                 (UINT32_MAX, "ffffffff0f")])
+@pytest.mark.parametrize(
+    ("value", "expected"), [(0, "00"), (127, "7f"), (128, "8001"), (UINT32_MAX, "ffffffff0f")]
+)
 def test_uvarint_known_encodings(value: int, expected: str) -> None:
     assert uvarint_bytes(value).hex() == expected
 

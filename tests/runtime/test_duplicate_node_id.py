@@ -33,7 +33,7 @@ def test_a_duplicate_node_id_is_named_in_one_error_line_a_minute(
         assert len(errors) == 1
         assert "another replica uses node id 1" in errors[0]
         assert "second process running with node id 1" in errors[0]
-        assert ctx.role != "Leader" and ctx.epoch == 0   # the claim is refused
+        assert ctx.role != "Leader" and ctx.epoch == 0  # the claim is refused
 
         ctx.advance(DUPLICATE_NODE_ID_LOG_INTERVAL_MS)
         _named_leader_by_peers(ctx, 2)

@@ -59,8 +59,14 @@ def data_dir(tmp_path: Path) -> Iterator[Path]:
 
 def _lone_voter(data_dir: Path, prometheus: Endpoint | None = None) -> RaftNode[str]:
     config = QuorumConfig(voters={1: Endpoint("127.0.0.1", 0)}, append_linger_ms=0)
-    return RaftNode(node_id=1, data_dir=data_dir, config=config, serde=StrSerde(),
-                    prometheus=prometheus, shutdown_timeout_ms=500)
+    return RaftNode(
+        node_id=1,
+        data_dir=data_dir,
+        config=config,
+        serde=StrSerde(),
+        prometheus=prometheus,
+        shutdown_timeout_ms=500,
+    )
 
 
 def test_a_listener_registered_before_start_hears_from_the_first_poll_on(
@@ -75,7 +81,7 @@ def test_a_listener_registered_before_start_hears_from_the_first_poll_on(
                 lambda: any(leader.is_leader(1) for leader in early.leaders), TIMEOUT_S
             ), early.leaders
         late = Watcher()
-        node.register(late)   # after start: registered at once
+        node.register(late)  # after start: registered at once
         epoch = early.leaders[-1].epoch
         node.client.prepare_append(epoch, ["a", "b"])
         node.client.schedule_prepared_append()
@@ -98,7 +104,7 @@ def test_metrics_without_the_extra_stop_the_node_before_it_joins_the_quorum(
 
 def test_a_second_node_on_the_same_data_directory_is_named_as_such(data_dir: Path) -> None:
     """The same configuration started twice: the second finds the log directory locked."""
-    with FileLog.open(data_dir / CLUSTER_METADATA_DIR):   # the first process's log
+    with FileLog.open(data_dir / CLUSTER_METADATA_DIR):  # the first process's log
         node = _lone_voter(data_dir)
         with pytest.raises(LogDirectoryError, match="node 1 is running already"):
             node.start()

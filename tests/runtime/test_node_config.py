@@ -29,14 +29,20 @@ def test_a_minimal_file_takes_kafkas_defaults(tmp_path: Path) -> None:
 
 
 def test_every_section(tmp_path: Path) -> None:
-    config = load_node_config(_write(tmp_path, (
-        'node_id = 1\ndata_dir = "/var/kraft"\n' + VOTERS +
-        'listen = "0.0.0.0:19091"\ncluster_id = "abc"\nmax_frame_size = 33554432\n'
-        '[quorum]\nelection_timeout_ms = 300\nappend_linger_ms = 0\n'
-        'followers_always_flush = true\n'
-        '[tls]\ncertfile = "c.pem"\nkeyfile = "k.pem"\ncafile = "/ca.pem"\nverify = false\n'
-        '[metrics]\nprometheus = "127.0.0.1:9101"\n'
-    )))
+    config = load_node_config(
+        _write(
+            tmp_path,
+            (
+                'node_id = 1\ndata_dir = "/var/kraft"\n'
+                + VOTERS
+                + 'listen = "0.0.0.0:19091"\ncluster_id = "abc"\nmax_frame_size = 33554432\n'
+                "[quorum]\nelection_timeout_ms = 300\nappend_linger_ms = 0\n"
+                "followers_always_flush = true\n"
+                '[tls]\ncertfile = "c.pem"\nkeyfile = "k.pem"\ncafile = "/ca.pem"\nverify = false\n'
+                '[metrics]\nprometheus = "127.0.0.1:9101"\n'
+            ),
+        )
+    )
     assert config.data_dir == Path("/var/kraft")
     assert config.listen_address == Endpoint("0.0.0.0", 19091)
     assert config.cluster_id == "abc" and config.max_frame_size == 32 * 1024 * 1024
@@ -48,26 +54,37 @@ def test_every_section(tmp_path: Path) -> None:
     assert config.prometheus == Endpoint("127.0.0.1", 9101)
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ('data_dir = "d"\n' + VOTERS, "node_id is required"),
-    ('node_id = 1\n' + VOTERS, "data_dir is required"),
-    ('node_id = "one"\ndata_dir = "d"\n' + VOTERS, "node_id: expected int"),
-    ('node_id = true\ndata_dir = "d"\n' + VOTERS, "node_id: expected an integer"),
-    ('node_id = 1\ndata_dir = "d"\nvoterz = "x"\n' + VOTERS, "unknown key(s) voterz"),
-    ('node_id = 1\ndata_dir = "d"\n', "voters or bootstrap servers"),
-    ('node_id = 1\ndata_dir = "d"\nvoters = "1@nohost"\n', "expected host:port"),
-    ('node_id = 4\ndata_dir = "d"\n' + VOTERS, "node 4 is not a voter"),
-    ('node_id = 1\ndata_dir = "d"\n' + VOTERS + '[quorum]\nelection_timeout_ms = -1\n',
-     "election_timeout_ms must be positive"),
-    ('node_id = 1\ndata_dir = "d"\n' + VOTERS + '[quorum]\nelection_timeout = 5\n',
-     "[quorum]: unknown key(s) election_timeout"),
-    ('node_id = 1\ndata_dir = "d"\n' + VOTERS + '[tls]\ncertfile = "c"\n',
-     "tls.keyfile is required"),
-    ('node_id = 1\ndata_dir = "d"\n' + VOTERS + 'max_frame_size = 2048\n',
-     "must exceed the quorum's max_batch_size_bytes"),
-    ('node_id = 1\ndata_dir = "d"\n' + VOTERS + 'quorum = 5\n', "[quorum] must be a table"),
-    ('node_id = = 1\n', "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('data_dir = "d"\n' + VOTERS, "node_id is required"),
+        ("node_id = 1\n" + VOTERS, "data_dir is required"),
+        ('node_id = "one"\ndata_dir = "d"\n' + VOTERS, "node_id: expected int"),
+        ('node_id = true\ndata_dir = "d"\n' + VOTERS, "node_id: expected an integer"),
+        ('node_id = 1\ndata_dir = "d"\nvoterz = "x"\n' + VOTERS, "unknown key(s) voterz"),
+        ('node_id = 1\ndata_dir = "d"\n', "voters or bootstrap servers"),
+        ('node_id = 1\ndata_dir = "d"\nvoters = "1@nohost"\n', "expected host:port"),
+        ('node_id = 4\ndata_dir = "d"\n' + VOTERS, "node 4 is not a voter"),
+        (
+            'node_id = 1\ndata_dir = "d"\n' + VOTERS + "[quorum]\nelection_timeout_ms = -1\n",
+            "election_timeout_ms must be positive",
+        ),
+        (
+            'node_id = 1\ndata_dir = "d"\n' + VOTERS + "[quorum]\nelection_timeout = 5\n",
+            "[quorum]: unknown key(s) election_timeout",
+        ),
+        (
+            'node_id = 1\ndata_dir = "d"\n' + VOTERS + '[tls]\ncertfile = "c"\n',
+            "tls.keyfile is required",
+        ),
+        (
+            'node_id = 1\ndata_dir = "d"\n' + VOTERS + "max_frame_size = 2048\n",
+            "must exceed the quorum's max_batch_size_bytes",
+        ),
+        ('node_id = 1\ndata_dir = "d"\n' + VOTERS + "quorum = 5\n", "[quorum] must be a table"),
+        ("node_id = = 1\n", "not valid TOML"),
+    ],
+)
 def test_bad_files_name_the_file_and_the_key(tmp_path: Path, text: str, message: str) -> None:
     path = _write(tmp_path, text)
     with pytest.raises(ConfigError) as caught:

@@ -26,8 +26,12 @@ from kraft.runtime.processes import LocalQuorum
 
 TIMEOUT_S = 60.0
 #: Quick timers: elections and failover in well under a second on loopback.
-FAST = {"election_timeout_ms": 500, "fetch_timeout_ms": 1000, "append_linger_ms": 0,
-        "request_timeout_ms": 1000}
+FAST = {
+    "election_timeout_ms": 500,
+    "fetch_timeout_ms": 1000,
+    "append_linger_ms": 0,
+    "request_timeout_ms": 1000,
+}
 
 
 @pytest.fixture
@@ -37,7 +41,7 @@ def quorum(tmp_path: Path) -> Iterator[LocalQuorum]:
         local.start(TIMEOUT_S)
         yield local
     finally:
-        local.close(kill=True)   # graceful stops are tested on their own
+        local.close(kill=True)  # graceful stops are tested on their own
 
 
 def _records(local: LocalQuorum, node_id: int) -> list[str]:
@@ -60,7 +64,7 @@ def test_kill_9_the_leader_loses_no_committed_record_and_it_catches_up(
     last, old_leader = 0, quorum.leader(TIMEOUT_S)
     for record in before:
         last, _ = quorum.append(record, timeout_s=TIMEOUT_S)
-    quorum.wait_committed(old_leader, last, TIMEOUT_S)   # acknowledged = committed
+    quorum.wait_committed(old_leader, last, TIMEOUT_S)  # acknowledged = committed
 
     quorum.nodes[old_leader].kill()
     assert quorum.nodes[old_leader].wait(TIMEOUT_S) == -9
@@ -73,20 +77,26 @@ def test_kill_9_the_leader_loses_no_committed_record_and_it_catches_up(
     mark = quorum.nodes[old_leader].mark()
     quorum.nodes[old_leader].start()
     quorum.nodes[old_leader].wait_for(
-        lambda e: e.get("event") == "commit" and e["offset"] >= after_offset, TIMEOUT_S,
-        "catching up", since=mark,
+        lambda e: e.get("event") == "commit" and e["offset"] >= after_offset,
+        TIMEOUT_S,
+        "catching up",
+        since=mark,
     )
     # The restarted node delivers its whole committed log again, from offset 0.
     restarted = quorum.nodes[old_leader].pid
-    replayed = [r for e in quorum.nodes[old_leader].events("commit") if e["pid"] == restarted
-                for r in e["records"]]
+    replayed = [
+        r
+        for e in quorum.nodes[old_leader].events("commit")
+        if e["pid"] == restarted
+        for r in e["records"]
+    ]
     assert replayed[: len(before) + 1] == [*before, "after-kill"]
 
 
 def test_sigterm_on_the_leader_hands_over(quorum: LocalQuorum) -> None:
     old_leader = quorum.leader(TIMEOUT_S)
     quorum.append("x", timeout_s=TIMEOUT_S)
-    assert quorum.nodes[old_leader].terminate(TIMEOUT_S) == 0   # graceful: exit status 0
+    assert quorum.nodes[old_leader].terminate(TIMEOUT_S) == 0  # graceful: exit status 0
     new_leader = quorum.leader(TIMEOUT_S, exclude=[old_leader])
     assert new_leader != old_leader
     offset, _ = quorum.append("y", timeout_s=TIMEOUT_S)
@@ -114,8 +124,7 @@ def test_bad_bytes_close_that_connection_and_the_node_keeps_serving(
     address = quorum.addresses[leader]
     body = DescribeQuorumRequest()
     frame = encode_request(RequestHeader.for_body(body, 1, cluster_id=quorum.cluster_id), body)
-    wrong_cluster = encode_request(RequestHeader.for_body(body, 2, cluster_id="not-this-one"),
-                                   body)
+    wrong_cluster = encode_request(RequestHeader.for_body(body, 2, cluster_id="not-this-one"), body)
     attacks = {
         "garbage": b"\x00\x00\x00\x10" + b"\xc1" * 16,
         "truncated": frame[:-3],
@@ -123,7 +132,7 @@ def test_bad_bytes_close_that_connection_and_the_node_keeps_serving(
         "huge length only": b"\xff\xff\xff\xff",
     }
     for name, payload in attacks.items():
-        assert _send_raw(address, payload) == b"", name   # closed, nothing answered
+        assert _send_raw(address, payload) == b"", name  # closed, nothing answered
     # A wrong cluster id gets an error response, and changes nothing.
     endpoint = parse_bootstrap_servers(address)[0]
     with socket.create_connection((endpoint.host, endpoint.port), timeout=TIMEOUT_S) as sock:
@@ -149,27 +158,53 @@ def test_quorum_describe_cli(quorum: LocalQuorum) -> None:
     offset, _ = quorum.append("z", timeout_s=TIMEOUT_S)
     for node_id in quorum.nodes:
         quorum.wait_committed(node_id, offset, TIMEOUT_S)
-    command = [sys.executable, "-m", "kraft.cli", "quorum", "describe", "--bootstrap",
-               quorum.bootstrap]
-    status = subprocess.run([*command, "--status", "--json"], capture_output=True, text=True,
-                            timeout=TIMEOUT_S, check=True)
+    command = [
+        sys.executable,
+        "-m",
+        "kraft.cli",
+        "quorum",
+        "describe",
+        "--bootstrap",
+        quorum.bootstrap,
+    ]
+    status = subprocess.run(
+        [*command, "--status", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=True,
+    )
     data = json.loads(status.stdout)
     assert data["leader_id"] == leader
     assert data["high_watermark"] >= offset + 1
     assert sorted(v["id"] for v in data["voters"]) == [1, 2, 3]
-    table = subprocess.run([*command, "--replication"], capture_output=True, text=True,
-                           timeout=TIMEOUT_S, check=True).stdout.splitlines()
+    table = subprocess.run(
+        [*command, "--replication"], capture_output=True, text=True, timeout=TIMEOUT_S, check=True
+    ).stdout.splitlines()
     assert table[0].split()[:3] == ["NodeId", "DirectoryId", "LogEndOffset"]
     assert sum("Leader" in row for row in table) == 1 and len(table) == 4
-    text = subprocess.run([*command, "--status"], capture_output=True, text=True,
-                          timeout=TIMEOUT_S, check=True).stdout
+    text = subprocess.run(
+        [*command, "--status"], capture_output=True, text=True, timeout=TIMEOUT_S, check=True
+    ).stdout
     assert f"LeaderId:               {leader}" in text
     # Given only a follower, the command follows its hint to the leader.
     follower = next(node_id for node_id in quorum.nodes if node_id != leader)
     hinted = subprocess.run(
-        [sys.executable, "-m", "kraft.cli", "quorum", "describe", "--bootstrap",
-         quorum.addresses[follower], "--status", "--json"],
-        capture_output=True, text=True, timeout=TIMEOUT_S, check=False,
+        [
+            sys.executable,
+            "-m",
+            "kraft.cli",
+            "quorum",
+            "describe",
+            "--bootstrap",
+            quorum.addresses[follower],
+            "--status",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
     )
     assert hinted.returncode == 0, hinted.stderr
     assert json.loads(hinted.stdout)["leader_id"] == leader

@@ -62,13 +62,16 @@ def consecutive_free_ports(count: int = 3) -> int:
     raise RuntimeError(f"no {count} consecutive free ports found")
 
 
-def run(args: list[str], timeout_s: float = TIMEOUT_S,
-        cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(args, capture_output=True, text=True, timeout=timeout_s, check=False,
-                          cwd=cwd)
+def run(
+    args: list[str], timeout_s: float = TIMEOUT_S, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        args, capture_output=True, text=True, timeout=timeout_s, check=False, cwd=cwd
+    )
 
 
 # -- the examples -------------------------------------------------------------------------------
+
 
 def test_replicated_counter_prints_the_sum_of_its_increments() -> None:
     done = run([sys.executable, str(EXAMPLES / "replicated_counter.py")])
@@ -80,9 +83,19 @@ def test_replicated_counter_prints_the_sum_of_its_increments() -> None:
 def test_three_node_cluster_script_fails_over_and_catches_up(tmp_path: Path) -> None:
     base = consecutive_free_ports()
     work = tmp_path / "work"
-    done = run([sys.executable, str(EXAMPLES / "three_node_cluster" / "run.py"),
-                "--base-port", str(base), "--dir", str(work), "--timeout", "30"],
-               timeout_s=150)
+    done = run(
+        [
+            sys.executable,
+            str(EXAMPLES / "three_node_cluster" / "run.py"),
+            "--base-port",
+            str(base),
+            "--dir",
+            str(work),
+            "--timeout",
+            "30",
+        ],
+        timeout_s=150,
+    )
     out = done.stdout
     assert done.returncode == 0, out[-3000:] + done.stderr[-3000:]
     first = re.search(r"^leader: node (\d) \(epoch (\d+)\)$", out, re.M)
@@ -92,16 +105,21 @@ def test_three_node_cluster_script_fails_over_and_catches_up(tmp_path: Path) -> 
     assert killed[1] == first[1] and second[1] != first[1]
     assert int(second[2]) > int(first[2])
     assert f"LeaderId:               {second[1]}" in out
-    assert re.search(rf"^node {first[1]} caught up: committed through offset \d+, 8 records",
-                     out, re.M), out
+    assert re.search(
+        rf"^node {first[1]} caught up: committed through offset \d+, 8 records", out, re.M
+    ), out
     assert f"127.0.0.1:{base},127.0.0.1:{base + 1},127.0.0.1:{base + 2}" in out
     assert [int(s) for s in re.findall(r"^node \d exited with status (\d+)$", out, re.M)] == [
-        0, 0, 0]
+        0,
+        0,
+        0,
+    ]
     for node_id in NODES:  # the --dir is kept: each node logged its graceful stop
         assert "has stopped" in (work / f"node-{node_id}.log").read_text()
 
 
 # -- docs/operations.md -------------------------------------------------------------------------
+
 
 def doc_blocks(base_port: int) -> dict[str, str]:
     """The doc's ``<!-- ops:NAME -->`` shell blocks, its ports moved to ``base_port``..."""
@@ -167,7 +185,7 @@ class Shell:
 
     def __init__(self, cwd: Path) -> None:
         self.cwd = cwd
-        bin_dir = cwd / "bin"   # `kraft` = this interpreter's kraft, whatever the PATH holds
+        bin_dir = cwd / "bin"  # `kraft` = this interpreter's kraft, whatever the PATH holds
         bin_dir.mkdir()
         shim = bin_dir / "kraft"
         shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m kraft.cli "$@"\n')
@@ -184,8 +202,13 @@ class Shell:
         out_path, err_path = self.cwd / "shell.out", self.cwd / "shell.err"
         with out_path.open("w") as out, err_path.open("w") as err:
             process = subprocess.Popen(
-                ["bash", "-eu", "-c", script], cwd=self.cwd, env={**self.env, **env},
-                stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True,
+                ["bash", "-eu", "-c", script],
+                cwd=self.cwd,
+                env={**self.env, **env},
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
             )
         self._sessions.append(process.pid)
         try:
@@ -220,7 +243,7 @@ def _leader_id(status: str) -> int:
 
 def _elected(logs: NodeLogs, since: dict[int, int], exclude: int | None = None) -> int | None:
     for node_id, text in logs.text.items():
-        if node_id != exclude and "elected leader" in text[since[node_id]:]:
+        if node_id != exclude and "elected leader" in text[since[node_id] :]:
             return node_id
     return None
 
@@ -228,8 +251,16 @@ def _elected(logs: NodeLogs, since: dict[int, int], exclude: int | None = None) 
 def test_operations_quick_start_runs_as_written(shell: Shell) -> None:
     base = consecutive_free_ports()
     blocks = doc_blocks(base)
-    assert set(blocks) >= {"format", "configs", "start", "describe", "kill", "restart",
-                           "replication", "stop"}, sorted(blocks)
+    assert set(blocks) >= {
+        "format",
+        "configs",
+        "start",
+        "describe",
+        "kill",
+        "restart",
+        "replication",
+        "stop",
+    }, sorted(blocks)
     logs = NodeLogs(shell.cwd)
     try:
         formatted = shell.run(blocks["format"] + blocks["configs"])
@@ -248,24 +279,31 @@ def test_operations_quick_start_runs_as_written(shell: Shell) -> None:
         killing = shell.run(blocks["kill"])
         killed = int(re.findall(r"killing node (\d)", killing)[0])
         logs.wait(lambda: logs.exits[killed] == 1, TIMEOUT_S, f"exit of node {killed}")
-        logs.wait(lambda: _elected(logs, before_kill, exclude=killed) is not None, TIMEOUT_S,
-                  "new leader")
+        logs.wait(
+            lambda: _elected(logs, before_kill, exclude=killed) is not None, TIMEOUT_S, "new leader"
+        )
         new_leader = _elected(logs, before_kill, exclude=killed)
         status = shell.run(blocks["describe"])
         assert _leader_id(status) == new_leader != killed
 
         before_restart = logs.marks()
         shell.run(blocks["restart"], LEADER=str(killed))
-        logs.wait(lambda: "-> Follower" in logs.text[killed][before_restart[killed]:],
-                  TIMEOUT_S, f"node {killed} following")
+        logs.wait(
+            lambda: "-> Follower" in logs.text[killed][before_restart[killed] :],
+            TIMEOUT_S,
+            f"node {killed} following",
+        )
         table = shell.run(blocks["replication"]).splitlines()
         assert table[0].split()[:4] == ["NodeId", "DirectoryId", "LogEndOffset", "Lag"]
         assert sorted(int(row.split()[0]) for row in table[1:]) == list(NODES)
 
         exits = dict(logs.exits)
         shell.run(blocks["stop"])
-        logs.wait(lambda: all(logs.exits[n] > exits[n] for n in NODES), TIMEOUT_S,
-                  "graceful stop of every node")
+        logs.wait(
+            lambda: all(logs.exits[n] > exits[n] for n in NODES),
+            TIMEOUT_S,
+            "graceful stop of every node",
+        )
         for node_id in NODES:
             assert "has stopped" in logs.text[node_id], logs.text[node_id]
             assert "Traceback" not in logs.text[node_id], logs.text[node_id]
@@ -294,15 +332,20 @@ def test_operations_reference_lists_every_config_key() -> None:
 
 # -- what the doc says about bad input -----------------------------------------------------------
 
+
 def _node_start(config: Path) -> subprocess.CompletedProcess[str]:
-    return run([sys.executable, "-m", "kraft.cli", "node", "start", "--config", str(config)],
-               cwd=config.parent)
+    return run(
+        [sys.executable, "-m", "kraft.cli", "node", "start", "--config", str(config)],
+        cwd=config.parent,
+    )
 
 
 def test_a_bad_config_exits_2_naming_the_key(tmp_path: Path) -> None:
     config = tmp_path / "node1.toml"
-    config.write_text('node_id = 1\ndata_dir = "data/1"\nvoters = "1@127.0.0.1:19091"\n'
-                      "[quorum]\nelection_timeout = 500\n")
+    config.write_text(
+        'node_id = 1\ndata_dir = "data/1"\nvoters = "1@127.0.0.1:19091"\n'
+        "[quorum]\nelection_timeout = 500\n"
+    )
     done = _node_start(config)
     assert done.returncode == 2
     assert "node1.toml: [quorum]: unknown key(s) election_timeout" in done.stderr
@@ -311,8 +354,9 @@ def test_a_bad_config_exits_2_naming_the_key(tmp_path: Path) -> None:
 def test_a_segment_size_out_of_range_is_a_config_error(tmp_path: Path) -> None:
     format_storage(tmp_path / "data" / "1", random_uuid(), 1)
     config = tmp_path / "node1.toml"
-    config.write_text('node_id = 1\ndata_dir = "data/1"\nvoters = "1@127.0.0.1:19091"\n'
-                      "segment_bytes = 100\n")
+    config.write_text(
+        'node_id = 1\ndata_dir = "data/1"\nvoters = "1@127.0.0.1:19091"\nsegment_bytes = 100\n'
+    )
     done = _node_start(config)
     assert (done.returncode, "Traceback" in done.stderr) == (2, False), done.stderr
     assert "segment_bytes" in done.stderr

@@ -100,9 +100,16 @@ class _Commits(Listener[bytes]):
 def _single_voter(tmp_path: Path) -> KafkaRaftClient[bytes]:
     config = QuorumConfig(voters={1: Endpoint("127.0.0.1", 1)}, append_linger_ms=0)
     client: KafkaRaftClient[bytes] = KafkaRaftClient(
-        local_id=1, config=config, log=MemoryLog(), store=MemoryQuorumStateStore(),
-        channel=MockNetworkChannel(), queue=BlockingMessageQueue(), clock=SystemClock(),
-        rand=random.Random(1), serde=BytesSerde(), append_lock=threading.Lock(),
+        local_id=1,
+        config=config,
+        log=MemoryLog(),
+        store=MemoryQuorumStateStore(),
+        channel=MockNetworkChannel(),
+        queue=BlockingMessageQueue(),
+        clock=SystemClock(),
+        rand=random.Random(1),
+        serde=BytesSerde(),
+        append_lock=threading.Lock(),
     )
     client.initialize()
     return client
@@ -168,9 +175,15 @@ def test_an_exception_in_poll_is_a_fatal_fault_not_a_hang(tmp_path: Path) -> Non
 def test_the_driver_refuses_an_uninitialized_client(tmp_path: Path) -> None:
     config = QuorumConfig(voters={1: Endpoint("127.0.0.1", 1)})
     client: KafkaRaftClient[bytes] = KafkaRaftClient(
-        local_id=1, config=config, log=MemoryLog(), store=MemoryQuorumStateStore(),
-        channel=MockNetworkChannel(), queue=BlockingMessageQueue(), clock=SystemClock(),
-        rand=random.Random(1), serde=BytesSerde(),
+        local_id=1,
+        config=config,
+        log=MemoryLog(),
+        store=MemoryQuorumStateStore(),
+        channel=MockNetworkChannel(),
+        queue=BlockingMessageQueue(),
+        clock=SystemClock(),
+        rand=random.Random(1),
+        serde=BytesSerde(),
     )
     with pytest.raises(IllegalStateError):
         RaftClientDriver(client).start()

@@ -62,13 +62,19 @@ WAIT_MS = 5_000  # the longest any single wait in these tests may take
 
 
 def vote(epoch: int = 1, replica_id: int = 1) -> VoteRequest:
-    return VoteRequest(replica_epoch=epoch, replica_id=replica_id, last_offset_epoch=0,
-                       last_offset=0)
+    return VoteRequest(
+        replica_epoch=epoch, replica_id=replica_id, last_offset_epoch=0, last_offset=0
+    )
 
 
 def fetch(offset: int = 0) -> FetchRequest:
-    return FetchRequest(replica_id=2, current_leader_epoch=1, fetch_offset=offset,
-                        last_fetched_epoch=0, max_wait_ms=0)
+    return FetchRequest(
+        replica_id=2,
+        current_leader_epoch=1,
+        fetch_offset=offset,
+        last_fetched_epoch=0,
+        max_wait_ms=0,
+    )
 
 
 def answer(request: InboundRequest) -> Response:
@@ -260,7 +266,9 @@ def test_vote_and_fetch_both_ways(make_node: MakeNode) -> None:
     request = poll_request(b.queue)
     assert request.body == vote(epoch=5)
     assert (request.source, request.source_directory_id, request.cluster_id) == (
-        1, directory, CLUSTER_ID
+        1,
+        directory,
+        CLUSTER_ID,
     )
     assert request.api_version == VoteRequest.MAX_VERSION
     assert request.received_ms == 1_000
@@ -324,8 +332,13 @@ def test_unknown_destination_is_answered_broker_not_available(make_node: MakeNod
 
 def test_peer_down_then_up_reconnects(make_node: MakeNode) -> None:
     port = free_port()
-    a = make_node(1, {2: Endpoint(LOCALHOST, port)}, listen=None,
-                  reconnect_backoff_ms=0, reconnect_backoff_max_ms=0)
+    a = make_node(
+        1,
+        {2: Endpoint(LOCALHOST, port)},
+        listen=None,
+        reconnect_backoff_ms=0,
+        reconnect_backoff_max_ms=0,
+    )
     correlation_id = send(a.channel, 2, vote())
     response = poll_response(a.queue)
     assert response.correlation_id == correlation_id
@@ -343,8 +356,13 @@ def test_peer_down_then_up_reconnects(make_node: MakeNode) -> None:
 
 def test_backing_off_peer_fails_fast(make_node: MakeNode) -> None:
     port = free_port()
-    a = make_node(1, {2: Endpoint(LOCALHOST, port)}, listen=None,
-                  reconnect_backoff_ms=60_000, reconnect_backoff_max_ms=60_000)
+    a = make_node(
+        1,
+        {2: Endpoint(LOCALHOST, port)},
+        listen=None,
+        reconnect_backoff_ms=60_000,
+        reconnect_backoff_max_ms=60_000,
+    )
     send(a.channel, 2, vote())
     assert poll_response(a.queue).body.error_code == Errors.BROKER_NOT_AVAILABLE
     b = make_node(2, listen=Endpoint(LOCALHOST, port))
@@ -355,11 +373,19 @@ def test_backing_off_peer_fails_fast(make_node: MakeNode) -> None:
 
 
 def test_reconnect_backoff_grows_to_its_cap_with_jitter(make_node: MakeNode) -> None:
-    a = make_node(1, listen=None, start=False, reconnect_backoff_ms=50,
-                  reconnect_backoff_max_ms=1000)
+    a = make_node(
+        1, listen=None, start=False, reconnect_backoff_ms=50, reconnect_backoff_max_ms=1000
+    )
     delay = a.channel._backoff_delay_s  # the schedule itself: no sockets needed
-    for failures, base in ((0, 0.05), (1, 0.05), (2, 0.1), (3, 0.2), (5, 0.8), (6, 1.0),
-                           (1000, 1.0)):
+    for failures, base in (
+        (0, 0.05),
+        (1, 0.05),
+        (2, 0.1),
+        (3, 0.2),
+        (5, 0.8),
+        (6, 1.0),
+        (1000, 1.0),
+    ):
         assert base * 0.8 <= delay(failures) <= base * 1.2
 
 
@@ -383,8 +409,14 @@ def test_peer_closing_the_connection_fails_requests_in_flight(make_node: MakeNod
 
 def test_request_timeout_closes_and_reopens_the_connection(make_node: MakeNode) -> None:
     b = make_node(2)
-    a = make_node(1, {2: b.address}, listen=None, request_timeout_ms=200,
-                  reconnect_backoff_ms=0, reconnect_backoff_max_ms=0)
+    a = make_node(
+        1,
+        {2: b.address},
+        listen=None,
+        request_timeout_ms=200,
+        reconnect_backoff_ms=0,
+        reconnect_backoff_max_ms=0,
+    )
     first = send(a.channel, 2, vote(epoch=1))
     second = send(a.channel, 2, fetch())
     for _ in range(2):
@@ -414,8 +446,13 @@ def test_request_timeout_while_connecting(
 ) -> None:
     # The peer's kernel completes the TCP handshake (backlog), but no TLS answer ever comes.
     with socket.create_server((LOCALHOST, 0)) as silent:
-        a = make_node(1, {2: Endpoint(LOCALHOST, silent.getsockname()[1])}, listen=None,
-                      request_timeout_ms=200, tls=tls_files(ca, tmp_path, "a"))
+        a = make_node(
+            1,
+            {2: Endpoint(LOCALHOST, silent.getsockname()[1])},
+            listen=None,
+            request_timeout_ms=200,
+            tls=tls_files(ca, tmp_path, "a"),
+        )
         correlation_id = send(a.channel, 2, vote())
         response = poll_response(a.queue)
     assert response.correlation_id == correlation_id
@@ -437,8 +474,14 @@ def test_large_frames_cross_in_many_reads(make_node: MakeNode) -> None:
 def test_frames_above_the_maximum_are_not_sent(make_node: MakeNode) -> None:
     b = make_node(2, max_frame_size=256)
     a = make_node(1, {2: b.address}, listen=None, max_frame_size=256)
-    too_big = FetchRequest(replica_id=1, current_leader_epoch=1, fetch_offset=0,
-                           last_fetched_epoch=0, max_wait_ms=0, topic_name="t" * 300)
+    too_big = FetchRequest(
+        replica_id=1,
+        current_leader_epoch=1,
+        fetch_offset=0,
+        last_fetched_epoch=0,
+        max_wait_ms=0,
+        topic_name="t" * 300,
+    )
     correlation_id = send(a.channel, 2, too_big)
     response = poll_response(a.queue)  # answered here: nothing went out
     assert response.correlation_id == correlation_id
@@ -533,8 +576,10 @@ def test_bad_bytes_close_the_connection(
     make_node: MakeNode, caplog: pytest.LogCaptureFixture, data: bytes, logged: str
 ) -> None:
     b = make_node(2, max_frame_size=1024)
-    with caplog.at_level(logging.ERROR, logger="kraft.runtime.transport"), \
-            RawClient(b.address) as client:
+    with (
+        caplog.at_level(logging.ERROR, logger="kraft.runtime.transport"),
+        RawClient(b.address) as client,
+    ):
         client.sock.sendall(data)
         client.assert_closed_by_peer()
     assert logged in caplog.text
@@ -548,8 +593,10 @@ def test_truncated_frame_at_eof_closes_the_connection(
     b = make_node(2)
     header = RequestHeader.for_body(vote(), 1)
     frame = encode_request(header, vote())
-    with caplog.at_level(logging.ERROR, logger="kraft.runtime.transport"), \
-            RawClient(b.address) as client:
+    with (
+        caplog.at_level(logging.ERROR, logger="kraft.runtime.transport"),
+        RawClient(b.address) as client,
+    ):
         client.sock.sendall(frame[:-3])
         client.sock.shutdown(socket.SHUT_WR)
         client.assert_closed_by_peer()
@@ -571,10 +618,13 @@ def test_frames_before_bad_bytes_are_served(make_node: MakeNode) -> None:
     "reply",
     [
         pytest.param(lambda cid: b"\x00\x00\x00\x03\xc1\xc1\xc1", id="garbage"),
-        pytest.param(lambda cid: encode_response(ResponseHeader(cid + 1000), VoteResponse()),
-                     id="unknown-correlation-id"),
-        pytest.param(lambda cid: encode_response(ResponseHeader(cid), FetchResponse()),
-                     id="wrong-api"),
+        pytest.param(
+            lambda cid: encode_response(ResponseHeader(cid + 1000), VoteResponse()),
+            id="unknown-correlation-id",
+        ),
+        pytest.param(
+            lambda cid: encode_response(ResponseHeader(cid), FetchResponse()), id="wrong-api"
+        ),
     ],
 )
 def test_bad_response_closes_the_connection_and_fails_the_request(
@@ -647,8 +697,7 @@ def test_listen_on_port_zero_reports_the_bound_port(make_node: MakeNode) -> None
 def test_request_once_describe_quorum(make_node: MakeNode) -> None:
     b = make_node(2)
     with Responder(b) as driver:
-        body = request_once(b.address, DescribeQuorumRequest(), cluster_id=CLUSTER_ID,
-                            timeout_s=5)
+        body = request_once(b.address, DescribeQuorumRequest(), cluster_id=CLUSTER_ID, timeout_s=5)
     assert body == DescribeQuorumResponse(leader_id=7, leader_epoch=3, high_watermark=42)
     (request,) = driver.requests
     assert (request.source, request.cluster_id) == (-1, CLUSTER_ID)
@@ -726,8 +775,7 @@ def test_tls_untrusted_client_is_refused(
     b = make_node(2, tls=tls_files(ca, tmp_path, "b"))
     # A stranger's certificate comes from another CA; it trusts B's CA, so only B can refuse.
     stranger_tls = tls_files(trustme.CA(), tmp_path / "stranger", "s")
-    stranger_tls = TlsConfig(stranger_tls.certfile, stranger_tls.keyfile,
-                             cafile=tmp_path / "b.ca")
+    stranger_tls = TlsConfig(stranger_tls.certfile, stranger_tls.keyfile, cafile=tmp_path / "b.ca")
     stranger = make_node(3, {2: b.address}, listen=None, tls=stranger_tls)
     with caplog.at_level(logging.WARNING, logger="kraft.runtime.transport"):
         send(stranger.channel, 2, vote())
@@ -766,13 +814,13 @@ def test_request_once_over_tls(make_node: MakeNode, ca: trustme.CA, tmp_path: Pa
     b = make_node(2, tls=tls_files(ca, tmp_path, "b"))
     client_tls = tls_files(ca, tmp_path, "cli")
     with Responder(b):
-        body = request_once(b.address, DescribeQuorumRequest(), cluster_id=CLUSTER_ID,
-                            timeout_s=5, tls=client_tls)
+        body = request_once(
+            b.address, DescribeQuorumRequest(), cluster_id=CLUSTER_ID, timeout_s=5, tls=client_tls
+        )
     assert body == DescribeQuorumResponse(leader_id=7, leader_epoch=3, high_watermark=42)
     stranger = tls_files(trustme.CA(), tmp_path / "stranger", "s")
     with pytest.raises(TransportError, match=r"TLS handshake with .* failed"):
-        request_once(b.address, DescribeQuorumRequest(), cluster_id=None, timeout_s=5,
-                     tls=stranger)
+        request_once(b.address, DescribeQuorumRequest(), cluster_id=None, timeout_s=5, tls=stranger)
 
 
 def test_unreadable_tls_files_fail_start(make_node: MakeNode, tmp_path: Path) -> None:
@@ -805,7 +853,8 @@ def test_a_request_written_directly_times_out_too(make_node: MakeNode) -> None:
     poll_request(b.queue)  # B's "driver" never answers
     response = poll_response(a.queue)
     assert (response.correlation_id, response.body) == (
-        silent, FetchResponse(error_code=Errors.REQUEST_TIMED_OUT)
+        silent,
+        FetchResponse(error_code=Errors.REQUEST_TIMED_OUT),
     )
 
 

@@ -33,8 +33,9 @@ def elect(cluster: Cluster, timeout_ms: int = 10_000) -> int:
     return leader
 
 
-def commit_everywhere(cluster: Cluster, offset: int, node_ids: Any = None,
-                      timeout_ms: int = 10_000) -> None:
+def commit_everywhere(
+    cluster: Cluster, offset: int, node_ids: Any = None, timeout_ms: int = 10_000
+) -> None:
     """Run until every node of ``node_ids`` (all by default) has committed ``offset``."""
     ids = list(cluster.nodes) if node_ids is None else list(node_ids)
     assert cluster.run_until(
@@ -50,7 +51,8 @@ def converged(cluster: Cluster) -> bool:
     top = cluster.node(leader)
     return all(
         n.high_watermark == top.high_watermark and n.counter_value == top.counter_value
-        for n in cluster.nodes.values() if n.running
+        for n in cluster.nodes.values()
+        if n.running
     )
 
 
@@ -77,9 +79,12 @@ def test_a_leader_is_elected_and_every_voter_follows_it(voters: int, seed: int) 
     assert [i for i, n in cluster.nodes.items() if n.role == "Leader"] == [leader]
     assert cluster.run_until(
         lambda: all(
-            n.role == "Follower" and n.client is not None and n.client.leader_id == leader
+            n.role == "Follower"
+            and n.client is not None
+            and n.client.leader_id == leader
             and n.epoch == node.epoch
-            for i, n in cluster.nodes.items() if i != leader
+            for i, n in cluster.nodes.items()
+            if i != leader
         ),
         5_000,
     )
@@ -129,7 +134,7 @@ def test_workload_increments_the_counter_on_every_node() -> None:
     cluster.run_for(3_000)
     cluster.stop_workload()
     assert cluster.workload_rate == 0.0
-    cluster.run_for(1_000)                      # the last appends linger, then commit
+    cluster.run_for(1_000)  # the last appends linger, then commit
     assert converged(cluster)
     value = cluster.node(1).counter_value
     assert value > 100
@@ -151,7 +156,7 @@ def test_isolated_leader_is_replaced_cannot_commit_and_catches_up_after_heal() -
     assert before is not None
     commit_everywhere(cluster, before)
     cluster.isolate(old)
-    lost = cluster.append(["lost"])             # still the highest-epoch leader: accepted
+    lost = cluster.append(["lost"])  # still the highest-epoch leader: accepted
     assert lost is not None
     assert cluster.run_until(lambda: cluster.leader() not in (None, old), 10_000)
     new = cluster.leader()
@@ -161,12 +166,12 @@ def test_isolated_leader_is_replaced_cannot_commit_and_catches_up_after_heal() -
     others = [i for i in cluster.nodes if i != old]
     commit_everywhere(cluster, after, others)
     cluster.run_for(2_000)
-    assert cluster.node(old).high_watermark <= lost   # "lost" was never committed
+    assert cluster.node(old).high_watermark <= lost  # "lost" was never committed
     assert "lost" not in cluster.node(old).committed
     cluster.heal()
     assert cluster.run_until(
-        lambda: cluster.node(old).role == "Follower"
-        and cluster.node(old).high_watermark > after, 10_000,
+        lambda: cluster.node(old).role == "Follower" and cluster.node(old).high_watermark > after,
+        10_000,
     )
     for node in cluster.nodes.values():
         assert node.committed == ["before", "after"], node
@@ -201,7 +206,7 @@ def test_partition_puts_unlisted_nodes_in_a_group_of_their_own() -> None:
     cluster = Cluster(seed=4, voters=5)
     cluster.partition({1}, {2, 3})
     blocked = cluster.network.blocked
-    assert (4, 5) not in blocked and (5, 4) not in blocked   # {4, 5}: the unlisted group
+    assert (4, 5) not in blocked and (5, 4) not in blocked  # {4, 5}: the unlisted group
     assert (2, 3) not in blocked
     assert {(1, 4), (4, 1), (2, 5), (5, 3)} <= blocked
 
@@ -224,21 +229,26 @@ def test_block_is_one_way(tmp_path: Path) -> None:
     assert cluster.leader() == leader and cluster.node(leader).epoch == epoch
     cluster.close()
     later = [e for e in read_events(log) if e.time_ms > cut_at + 10]
-    to_leader = [e for e in later if e.kind == "message_delivered"
-                 and (e.node, e.peer) == (leader, blocked)]
-    to_blocked = [e for e in later if e.kind == "message_delivered"
-                  and (e.node, e.peer) == (blocked, leader)]
+    to_leader = [
+        e for e in later if e.kind == "message_delivered" and (e.node, e.peer) == (leader, blocked)
+    ]
+    to_blocked = [
+        e for e in later if e.kind == "message_delivered" and (e.node, e.peer) == (blocked, leader)
+    ]
     assert to_leader and not to_blocked
-    assert any(e.kind == "message_dropped" and (e.node, e.peer) == (leader, blocked)
-               and e.details == {"reason": "partitioned"} for e in later)
+    assert any(
+        e.kind == "message_dropped"
+        and (e.node, e.peer) == (leader, blocked)
+        and e.details == {"reason": "partitioned"}
+        for e in later
+    )
 
 
 def test_a_partition_also_cuts_messages_in_flight(tmp_path: Path) -> None:
     """Partitions are checked at delivery: a message sent before the cut and arriving after it
     is dropped (reason ``partitioned``)."""
     log = tmp_path / "events.jsonl"
-    cluster = Cluster(seed=2, voters=3, event_log=log,
-                      network=LinkConfig(latency_ms=(20, 40)))
+    cluster = Cluster(seed=2, voters=3, event_log=log, network=LinkConfig(latency_ms=(20, 40)))
     leader = elect(cluster)
     cluster.start_workload(100)
     cluster.run_for(1_000)
@@ -248,12 +258,15 @@ def test_a_partition_also_cuts_messages_in_flight(tmp_path: Path) -> None:
     cluster.close()
     events = read_events(log)
     in_flight = {
-        (e.node, e.peer, e.message) for e in events
+        (e.node, e.peer, e.message)
+        for e in events
         if e.kind == "message_sent" and cut_at - 20 < e.time_ms <= cut_at
     }
     dropped = [
-        e for e in events
-        if e.kind == "message_dropped" and e.time_ms > cut_at
+        e
+        for e in events
+        if e.kind == "message_dropped"
+        and e.time_ms > cut_at
         and (e.details or {}).get("reason") == "partitioned"
         and (e.node, e.peer, e.message) in in_flight
     ]
@@ -290,8 +303,8 @@ def test_kill_loses_unflushed_data_and_restart_recovers_from_disk() -> None:
     end = node.log_end_offset
     assert node.log.last_flushed_offset == end
     cluster.kill(voter)
-    assert node.log_end_offset == end          # nothing was unflushed
-    assert node.epoch == cluster.node(cluster.leader() or 1).epoch   # read from its store
+    assert node.log_end_offset == end  # nothing was unflushed
+    assert node.epoch == cluster.node(cluster.leader() or 1).epoch  # read from its store
     cluster.restart(voter)
     commit_everywhere(cluster, offset, [voter])
     assert node.committed == ["a", "b", "c"]
@@ -306,7 +319,8 @@ def test_killing_a_node_that_is_down_changes_nothing_but_keeps_the_numbering() -
     incarnation = cluster.node(2).incarnation
     cluster.kill(2)
     assert [(f.index, f.kind, f.targets) for f in cluster.faults] == [
-        (0, "kill", (2,)), (1, "kill", (2,)),
+        (0, "kill", (2,)),
+        (1, "kill", (2,)),
     ]
     assert cluster.node(2).client is None
     assert cluster.node(2).incarnation == incarnation
@@ -352,9 +366,12 @@ def test_restart_bounces_a_running_node(tmp_path: Path) -> None:
     commit_everywhere(cluster, offset, [follower])
     assert node.committed == ["r"]
     cluster.close()
-    kinds = [(e.kind, (e.details or {}).get("from_role"))
-             for e in read_events(log) if e.node == follower or e.kind == "fault_healed"]
-    bounce = kinds[kinds.index(("state_changed", "crashed")):]
+    kinds = [
+        (e.kind, (e.details or {}).get("from_role"))
+        for e in read_events(log)
+        if e.node == follower or e.kind == "fault_healed"
+    ]
+    bounce = kinds[kinds.index(("state_changed", "crashed")) :]
     assert bounce[:2] == [("state_changed", "crashed"), ("node_started", None)]
     assert ("fault_healed", None) in bounce
 
@@ -412,8 +429,8 @@ def test_a_paused_node_is_frozen_and_its_mail_waits() -> None:
     )
     cluster.run_for(1_000)
     assert (node.log_end_offset, node.high_watermark, node.role, node.epoch) == frozen
-    assert len(node.queue) > 0                  # delivered, not handled
-    cluster.pause(old)                          # already paused: recorded, no effect
+    assert len(node.queue) > 0  # delivered, not handled
+    cluster.pause(old)  # already paused: recorded, no effect
     assert [f.kind for f in cluster.faults] == ["pause", "pause"]
     assert node.paused
 
@@ -435,7 +452,7 @@ def test_a_resumed_node_handles_its_mail_and_rejoins() -> None:
 
 def test_resign_hands_leadership_to_a_new_epoch() -> None:
     cluster = Cluster(seed=8, voters=3)
-    assert cluster.resign() is None             # no leader yet: nothing to resign
+    assert cluster.resign() is None  # no leader yet: nothing to resign
     assert [(f.kind, f.targets) for f in cluster.faults] == [("resign", ())]
     leader = elect(cluster)
     epoch = cluster.node(leader).epoch
@@ -461,7 +478,7 @@ def test_graceful_shutdown_of_the_leader_hands_over_without_loss(tmp_path: Path)
     asked_at = cluster.now_ms
     cluster.shutdown(leader, timeout_ms=5_000)
     assert cluster.run_until(lambda: not node.running, 5_000)
-    assert cluster.now_ms - asked_at < 1_000    # an election timeout would take >= 1000
+    assert cluster.now_ms - asked_at < 1_000  # an election timeout would take >= 1000
     assert node.role == "Down"
     assert node.log.last_flushed_offset == node.log_end_offset
     assert cluster.run_until(lambda: cluster.leader() not in (None, leader), 1_000)
@@ -528,7 +545,7 @@ def test_observers_get_committed_data_but_never_lead(tmp_path: Path) -> None:
         node = cluster.node(observer)
         # Since its last snapshot load (if any) it was handed what the voter was.
         assert node.counter_value == voter.counter_value
-        assert node.committed and node.committed == voter.committed[-len(node.committed):]
+        assert node.committed and node.committed == voter.committed[-len(node.committed) :]
         assert not node.is_voter
     cluster.close()
     roles = {e.role for e in events_of(log, "state_changed") if e.node in cluster.observer_ids}
@@ -577,7 +594,8 @@ def test_suppressed_faults_are_skipped_and_logged(tmp_path: Path) -> None:
     cluster.isolate(follower)
     assert (leader, follower) in cluster.network.blocked
     assert [(f.index, f.kind, f.suppressed) for f in cluster.faults] == [
-        (0, "kill", True), (1, "isolate", False),
+        (0, "kill", True),
+        (1, "isolate", False),
     ]
     assert cluster.replay_command() == f"Cluster(seed={cluster.seed}, ...) with the same calls"
     cluster.close()
@@ -649,10 +667,17 @@ def test_unknown_node_ids_raise_simulation_error_and_change_nothing() -> None:
     assert cluster.faults == [] and cluster.network.blocked == set()
 
 
-@pytest.mark.parametrize("settings", [
-    {"drop": 1.0}, {"drop": -0.1}, {"duplicate": 1.5}, {"reorder": 2.0},
-    {"latency_ms": (5, 1)}, {"latency_ms": (-1, 3)},
-])
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"drop": 1.0},
+        {"drop": -0.1},
+        {"duplicate": 1.5},
+        {"reorder": 2.0},
+        {"latency_ms": (5, 1)},
+        {"latency_ms": (-1, 3)},
+    ],
+)
 def test_bad_network_settings_raise_config_error_before_anything_changes(
     settings: dict[str, Any],
 ) -> None:
@@ -663,13 +688,16 @@ def test_bad_network_settings_raise_config_error_before_anything_changes(
     assert cluster.faults == [] and cluster.network.default == default
 
 
-@pytest.mark.parametrize("make", [
-    lambda: Cluster(voters=0),
-    lambda: Cluster(voters=-1),
-    lambda: Cluster(observers=-1),
-    lambda: Cluster(network=LinkConfig(drop=1.0)),
-    lambda: Cluster(voters=3, config=QuorumConfig(voters={7: Endpoint("h", 1)})),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: Cluster(voters=0),
+        lambda: Cluster(voters=-1),
+        lambda: Cluster(observers=-1),
+        lambda: Cluster(network=LinkConfig(drop=1.0)),
+        lambda: Cluster(voters=3, config=QuorumConfig(voters={7: Endpoint("h", 1)})),
+    ],
+)
 def test_a_bad_cluster_shape_raises_config_error(make: Any) -> None:
     with pytest.raises(ConfigError):
         make()
@@ -686,12 +714,13 @@ def test_bad_run_arguments_raise_value_error() -> None:
 def test_a_config_keeps_its_timeouts_with_the_simulated_voters() -> None:
     config = QuorumConfig(
         voters={i: Endpoint("elsewhere", 9000 + i) for i in (1, 2, 3)},
-        election_timeout_ms=300, fetch_timeout_ms=600,
+        election_timeout_ms=300,
+        fetch_timeout_ms=600,
     )
     cluster = Cluster(seed=1, voters=3, config=config)
     assert cluster.config.election_timeout_ms == 300
     assert sorted(cluster.config.voters) == [1, 2, 3]
-    assert cluster.config.voters[1] != config.voters[1]   # the simulated endpoints
+    assert cluster.config.voters[1] != config.voters[1]  # the simulated endpoints
     elect(cluster, timeout_ms=2_000)
 
 
@@ -703,7 +732,8 @@ def linger_config() -> QuorumConfig:
     voters' endpoints replace these)."""
     return QuorumConfig(
         voters={i: Endpoint("sim", 1) for i in (1, 2, 3)},
-        fetch_high_watermark_linger_ms=3, append_linger_ms=0,
+        fetch_high_watermark_linger_ms=3,
+        append_linger_ms=0,
     )
 
 
@@ -716,9 +746,9 @@ def test_with_a_linger_the_quorum_survives_faults_and_converges(seed: int) -> No
         first = elect(cluster)
         cluster.run_for(2_000)
         cluster.kill(first)
-        assert cluster.run_until(
-            lambda: cluster.leader() not in (None, first), 15_000
-        ), "no new leader after the kill"
+        assert cluster.run_until(lambda: cluster.leader() not in (None, first), 15_000), (
+            "no new leader after the kill"
+        )
         cluster.set_network(drop=0.05, duplicate=0.05, reorder=0.1)
         cluster.run_for(5_000)
         cluster.set_network(drop=0.0, duplicate=0.0, reorder=0.0)

@@ -35,7 +35,7 @@ DETAILS: dict[str, list[set[str]] | None] = {
     "batch_committed": None,
     "snapshot_created": [{"snapshot_epoch", "value", "log_start_offset"}],
     "snapshot_loaded": [{"snapshot_epoch", "value", "log_start_offset"}],
-    "fault_injected": None,   # checked by FAULT_DETAILS
+    "fault_injected": None,  # checked by FAULT_DETAILS
     "fault_healed": [{"fault", "targets"}],
     "fault_suppressed": None,  # checked by FAULT_DETAILS
     "invariant_violated": [{"invariant", "nodes", "message"}],
@@ -44,20 +44,40 @@ DETAILS: dict[str, list[set[str]] | None] = {
     "run_error": [{"error"}],
 }
 FAULT_DETAILS = {
-    "partition": {"groups"}, "block": {"sources", "destinations"}, "isolate": set(),
-    "heal": set(), "kill": set(), "restart": set(), "wipe": set(), "pause": set(),
-    "resume": set(), "resign": set(), "shutdown": set(),
+    "partition": {"groups"},
+    "block": {"sources", "destinations"},
+    "isolate": set(),
+    "heal": set(),
+    "kill": set(),
+    "restart": set(),
+    "wipe": set(),
+    "pause": set(),
+    "resume": set(),
+    "resign": set(),
+    "shutdown": set(),
 }
-DROP_REASONS = {"lost", "partitioned", "destination down", "connection reset",
-                "unknown destination"}
-ROLES = {"Unattached", "Voted", "Prospective", "Candidate", "Leader", "Follower", "Resigned",
-         "Down"}
+DROP_REASONS = {
+    "lost",
+    "partitioned",
+    "destination down",
+    "connection reset",
+    "unknown destination",
+}
+ROLES = {
+    "Unattached",
+    "Voted",
+    "Prospective",
+    "Candidate",
+    "Leader",
+    "Follower",
+    "Resigned",
+    "Down",
+}
 
 
 def faulty_run(path: Path, message_events: bool = True) -> Cluster:
     """A run with most kinds of fault and a workload through all of them."""
-    cluster = Cluster(seed=21, voters=3, observers=1, event_log=path,
-                      message_events=message_events)
+    cluster = Cluster(seed=21, voters=3, observers=1, event_log=path, message_events=message_events)
     cluster.start_workload(100)
     cluster.run_for(2_000)
     cluster.set_network(drop=0.05, duplicate=0.05, reorder=0.05, latency_ms=(1, 10))
@@ -101,7 +121,7 @@ def test_every_line_decodes_as_an_event_of_this_schema(
 ) -> None:
     _, path, events = run_log
     lines = path.read_bytes().split(b"\n")
-    assert lines[-1] == b""                      # every line ends in a newline
+    assert lines[-1] == b""  # every line ends in a newline
     lines = lines[:-1]
     assert len(lines) == len(events) > 1000
     for line in lines:
@@ -122,7 +142,9 @@ def test_seq_counts_the_lines_and_time_never_goes_back(
     assert events[0].kind == "run_started" and events[0].time_ms == 0
     assert events[-1].kind == "run_finished"
     assert events[-1].details == {
-        "violations": 0, "events": len(events), "faults": len(cluster.faults),
+        "violations": 0,
+        "events": len(events),
+        "faults": len(cluster.faults),
     }
     assert events[-1].time_ms == cluster.now_ms
 
@@ -134,7 +156,7 @@ def test_fields_at_their_default_are_not_written(
     defaults = {name: getattr(Event, name, None) for name in Event.__struct_fields__}
     for line in path.read_text().splitlines():
         raw = json.loads(line)
-        assert list(raw) == [f for f in Event.__struct_fields__ if f in raw]   # field order
+        assert list(raw) == [f for f in Event.__struct_fields__ if f in raw]  # field order
         for name, value in raw.items():
             if name in ("v", "run_id", "seed", "scenario", "time_ms", "seq", "kind"):
                 continue
@@ -167,8 +189,11 @@ def test_each_kind_carries_its_documented_details(
         if event.kind in ("fault_injected", "fault_suppressed"):
             assert event.details is not None
             fault = event.details["fault"]
-            extra = {"drop", "duplicate", "reorder", "latency_ms"} if fault == "network" \
+            extra = (
+                {"drop", "duplicate", "reorder", "latency_ms"}
+                if fault == "network"
                 else FAULT_DETAILS[fault]
+            )
             keys = set(event.details) - {"fault", "index", "targets"}
             assert keys <= extra and (fault == "network" or keys == extra), event
             continue
@@ -190,7 +215,15 @@ def test_faults_are_logged_injected_and_healed(
     assert [(e.details or {})["fault"] for e in injected] == [f.kind for f in cluster.faults]
     assert [e.time_ms for e in injected] == [f.time_ms for f in cluster.faults]
     assert {f.kind for f in cluster.faults} >= {
-        "network", "isolate", "heal", "kill", "restart", "block", "partition", "resign", "wipe",
+        "network",
+        "isolate",
+        "heal",
+        "kill",
+        "restart",
+        "block",
+        "partition",
+        "resign",
+        "wipe",
     }
     healed = [(e.details or {})["fault"] for e in events if e.kind == "fault_healed"]
     assert healed.count("partition") == 2 and healed.count("kill") == 1
@@ -221,14 +254,13 @@ def test_commits_are_logged_with_latency_and_one_checksum_per_batch(
         b: s for b, s in checksums.items() if len(s) > 1
     }
     assert any(len(nodes) == len(cluster.nodes) for nodes in nodes_of.values())
-    assert any(e.count == 0 for e in commits)              # LeaderChange control batches
+    assert any(e.count == 0 for e in commits)  # LeaderChange control batches
 
 
 def test_appends_are_logged_by_the_leader(run_log: tuple[Cluster, Path, list[Event]]) -> None:
     _, _, events = run_log
     accepted = [e for e in events if e.kind == "append_accepted"]
-    assert accepted and all(e.role == "Leader" and e.count == 1 and e.offset >= 0
-                            for e in accepted)
+    assert accepted and all(e.role == "Leader" and e.count == 1 and e.offset >= 0 for e in accepted)
     refused = [e for e in events if e.kind == "append_refused"]
     assert all(e.node == -1 and e.count == 1 for e in refused)
 
@@ -242,15 +274,19 @@ def test_votes_are_logged_and_every_leader_won_a_majority(
     assert {(e.details or {})["pre_vote"] for e in votes} == {True, False}
     for e in votes:
         assert e.node in cluster.voter_ids and e.peer in cluster.voter_ids and e.node != e.peer
-    granted = {(e.node, e.peer, e.epoch) for e in votes
-               if e.kind == "vote_granted" and not (e.details or {})["pre_vote"]}
-    leaders = {(e.node, e.epoch) for e in events
-               if e.kind == "state_changed" and e.role == "Leader"}
+    granted = {
+        (e.node, e.peer, e.epoch)
+        for e in votes
+        if e.kind == "vote_granted" and not (e.details or {})["pre_vote"]
+    }
+    leaders = {
+        (e.node, e.epoch) for e in events if e.kind == "state_changed" and e.role == "Leader"
+    }
     assert len(leaders) >= 2
     majority = len(cluster.voter_ids) // 2 + 1
     for leader, epoch in leaders:
         voters = {voter for voter, peer, e in granted if peer == leader and e == epoch}
-        assert len(voters) + 1 >= majority, (leader, epoch)   # its own vote counts
+        assert len(voters) + 1 >= majority, (leader, epoch)  # its own vote counts
 
 
 def test_state_changes_and_node_starts_carry_the_node_state(
@@ -265,8 +301,10 @@ def test_state_changes_and_node_starts_carry_the_node_state(
             continue
         assert e.node in cluster.nodes and e.log_end_offset >= 0 and e.high_watermark >= 0
         if e.role == "Down":
-            assert e.epoch == -1 and e.details in ({"from_role": "crashed"},
-                                                   {"from_role": "shutdown"})
+            assert e.epoch == -1 and e.details in (
+                {"from_role": "crashed"},
+                {"from_role": "shutdown"},
+            )
         else:
             assert e.epoch >= 0 and e.details is not None and "from_epoch" in e.details
 
@@ -304,7 +342,8 @@ def test_violations_are_logged_with_their_details(tmp_path: Path) -> None:
     events = read_events(path)
     violated = [e for e in events if e.kind == "invariant_violated"]
     assert violated and violated[0].details == {
-        "invariant": "monotonic_epoch", "nodes": [follower],
+        "invariant": "monotonic_epoch",
+        "nodes": [follower],
         "message": cluster.violations[0].message,
     }
     checked = [e for e in events if e.kind == "invariants_checked"]
@@ -344,8 +383,13 @@ def test_a_run_directory_holds_the_events_and_run_json(tmp_path: Path) -> None:
     assert result.failure_kinds == {"expectation"}
     assert result.violations == [] and result.report is None
     assert result.faults == [
-        {"index": 0, "time_ms": result.faults[0]["time_ms"], "kind": "kill",
-         "targets": result.faults[0]["targets"], "suppressed": False},
+        {
+            "index": 0,
+            "time_ms": result.faults[0]["time_ms"],
+            "kind": "kill",
+            "targets": result.faults[0]["targets"],
+            "suppressed": False,
+        },
     ]
     failed = [e for e in events if e.kind == "expectation_failed"]
     assert [e.details for e in failed] == [{"message": "the impossible"}]

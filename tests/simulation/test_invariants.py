@@ -68,12 +68,13 @@ def test_committed_data_catches_a_rewritten_committed_batch() -> None:
     last_batch = node.log.batches_between(0, node.high_watermark)[-1]
     base, last = last_batch.base_offset, last_batch.last_offset
     epoch = node.log.batches()[-1].partition_leader_epoch
-    assert base < node.high_watermark                  # committed on this node
+    assert base < node.high_watermark  # committed on this node
     cluster.kill(follower)
     node.log.truncate_to(base)
     serde = SimSerde()
     node.log.append_as_leader(
-        [serde.encode(f"forged-{i}") for i in range(last - base + 1)], epoch,
+        [serde.encode(f"forged-{i}") for i in range(last - base + 1)],
+        epoch,
         timestamp_ms=0,
     )
     node.log.flush()
@@ -138,9 +139,7 @@ def test_majority_high_watermark_catches_a_majority_losing_committed_records() -
     failure = violation_of(cluster)
     assert failure.violation.invariant == "majority_high_watermark"
     assert failure.violation.nodes == (leader,)
-    assert f"high watermark {high_watermark}, but only 1 of 3 voters" in (
-        failure.violation.message
-    )
+    assert f"high watermark {high_watermark}, but only 1 of 3 voters" in (failure.violation.message)
 
 
 def test_leader_completeness_and_durability_catch_a_leader_missing_committed_batches() -> None:
@@ -214,10 +213,10 @@ def test_the_report_names_seed_invariant_replay_command_and_recent_events() -> N
     lines = report.splitlines()
     assert lines[0].startswith("invariant single_leader violated at ")
     assert "(seed 23, scenario corrupted_store)" in lines[0]
-    assert f"nodes involved: {leader}, {follower}" in report   # the known leader first
+    assert f"nodes involved: {leader}, {follower}" in report  # the known leader first
     assert "  replay: kraft sim run --scenario corrupted_store --seed 23" in lines
-    assert any("SimNode(" in line for line in lines)     # the cluster's nodes
-    recent = lines[lines.index(next(x for x in lines if "the last" in x)) + 1:-1]
+    assert any("SimNode(" in line for line in lines)  # the cluster's nodes
+    recent = lines[lines.index(next(x for x in lines if "the last" in x)) + 1 : -1]
     assert len(recent) == len(cluster.events.recent) > 10
     assert any("invariant_violated" in line for line in recent)
     assert any("FetchRequest" in line for line in recent)
@@ -253,9 +252,15 @@ def test_a_clean_run_has_no_violation_and_counts_its_checks() -> None:
 def test_every_reported_invariant_is_in_the_list() -> None:
     """The names tests and the event log use are the ones ``INVARIANTS`` publishes."""
     reported = {
-        "single_leader", "monotonic_epoch", "monotonic_high_watermark",
-        "majority_high_watermark", "committed_data", "leader_completeness", "durability",
-        "counter", "no_exception",
+        "single_leader",
+        "monotonic_epoch",
+        "monotonic_high_watermark",
+        "majority_high_watermark",
+        "committed_data",
+        "leader_completeness",
+        "durability",
+        "counter",
+        "no_exception",
     }
     assert reported <= set(INVARIANTS)
 

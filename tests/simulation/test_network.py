@@ -21,8 +21,9 @@ def network(seed: int = 1, **settings: object) -> SimNetwork:
     return SimNetwork(random.Random(seed), LinkConfig(**settings))  # type: ignore[arg-type]
 
 
-def send_many(net: SimNetwork, count: int = MESSAGES, source: int = 1, destination: int = 2,
-              every_ms: int = 1) -> list[tuple[int, ...]]:
+def send_many(
+    net: SimNetwork, count: int = MESSAGES, source: int = 1, destination: int = 2, every_ms: int = 1
+) -> list[tuple[int, ...]]:
     """Send ``count`` messages on one link, one every ``every_ms``; their delivery times."""
     return [net.delivery_times(source, destination, i * every_ms) for i in range(count)]
 
@@ -45,7 +46,7 @@ def test_a_link_without_reordering_is_fifo() -> None:
     arrivals = [times[0] for times in send_many(net, 2_000)]
     assert arrivals == sorted(arrivals)
     delays = [at - i for i, at in enumerate(arrivals)]
-    assert min(delays) < 10 and max(delays) > 40     # the latencies did vary
+    assert min(delays) < 10 and max(delays) > 40  # the latencies did vary
 
 
 def test_fifo_is_per_link() -> None:
@@ -104,10 +105,17 @@ def test_the_same_seed_decides_the_same_fates() -> None:
 # ---------------------------------------------------------------------------------------------
 # Configuration
 # ---------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("settings", [
-    {"drop": 1.0}, {"drop": -0.01}, {"duplicate": 1.0}, {"reorder": 3.0},
-    {"latency_ms": (2, 1)}, {"latency_ms": (-1, 1)},
-])
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"drop": 1.0},
+        {"drop": -0.01},
+        {"duplicate": 1.0},
+        {"reorder": 3.0},
+        {"latency_ms": (2, 1)},
+        {"latency_ms": (-1, 1)},
+    ],
+)
 def test_link_config_refuses_bad_settings(settings: dict[str, object]) -> None:
     with pytest.raises(ConfigError):
         LinkConfig(**settings)  # type: ignore[arg-type]
@@ -120,7 +128,7 @@ def test_configure_changes_the_default_and_every_link_or_only_the_given_links() 
     assert net.link(2, 1).drop == 0.0 and net.default.drop == 0.0
     net.configure(latency_ms=(7, 8))
     assert net.default.latency_ms == (7, 8)
-    assert net.link(1, 2) == LinkConfig((7, 8), drop=0.5)   # its own drop stays
+    assert net.link(1, 2) == LinkConfig((7, 8), drop=0.5)  # its own drop stays
     assert net.link(3, 4) == LinkConfig((7, 8))
     with pytest.raises(ConfigError):
         net.configure(drop=1.5)
@@ -162,7 +170,7 @@ def test_block_is_one_way() -> None:
     net.block([1], [2, 3])
     assert net.blocked == {(1, 2), (1, 3)}
     assert not net.is_blocked(2, 1) and not net.is_blocked(3, 1)
-    net.block([2], [2])                              # a node's link to itself: no such link
+    net.block([2], [2])  # a node's link to itself: no such link
     assert (2, 2) not in net.blocked
 
 

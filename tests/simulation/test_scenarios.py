@@ -69,8 +69,10 @@ def _run(name: str, seed: int) -> RunResult:
 
 
 def _explain(result: RunResult) -> str:
-    lines = [f"scenario {result.scenario}, seed {result.seed}: "
-             f"replay with kraft sim run --scenario {result.scenario} --seed {result.seed}"]
+    lines = [
+        f"scenario {result.scenario}, seed {result.seed}: "
+        f"replay with kraft sim run --scenario {result.scenario} --seed {result.seed}"
+    ]
     lines += [f"  expectation failed: {message}" for message in result.expectations]
     lines += [f"  violation: {v['invariant']}: {v['message']}" for v in result.violations]
     if result.error:
@@ -89,12 +91,12 @@ def _check_block(name: str, start: int, stop: int) -> None:
 def test_the_catalogue_is_covered() -> None:
     """Every scenario of ``simulations/`` has seeds in CI and a description."""
     catalogue = {
-        name: found for name, found in load_scenarios(SIMULATIONS).items()
+        name: found
+        for name, found in load_scenarios(SIMULATIONS).items()
         if Path(sys.modules[found.body.__module__].__file__ or "").parent == SIMULATIONS
     }
     assert set(catalogue) == set(CI_SEEDS)
-    assert all(found.description and found.description != name
-               for name, found in catalogue.items())
+    assert all(found.description and found.description != name for name, found in catalogue.items())
     assert sum(CI_SEEDS.values()) >= 200
 
 

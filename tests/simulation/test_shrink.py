@@ -121,8 +121,7 @@ def scenario_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_shrink_finds_the_kill(scenario_dir: Path, tmp_path: Path, seed: int) -> None:
-    original = run_scenario("shrink_lose_node_2", seed, tmp_path / "run",
-                            scenario_dir=scenario_dir)
+    original = run_scenario("shrink_lose_node_2", seed, tmp_path / "run", scenario_dir=scenario_dir)
     assert not original.ok and original.failure_kinds == {"expectation"}
     assert len(original.faults) == 11
 

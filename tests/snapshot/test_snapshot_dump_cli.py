@@ -27,8 +27,9 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 def write_snapshot(directory: Path, sid: OffsetAndEpoch = SID) -> Path:
     raw = FileRawSnapshotWriter.create(directory, sid)
-    with SnapshotWriter(raw, BytesSerde(), last_contained_log_timestamp_ms=T0 - 1,
-                        timestamp_ms=T0) as writer:
+    with SnapshotWriter(
+        raw, BytesSerde(), last_contained_log_timestamp_ms=T0 - 1, timestamp_ms=T0
+    ) as writer:
         writer.append([b"a", b"b"])
         writer.append([b"c"])
         writer.freeze()
@@ -45,7 +46,10 @@ def test_dump_a_snapshot_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         f"Snapshot end offset: 42 epoch: 3 lastContainedLogTimestamp: {T0 - 1} valid: true"
     )
     assert re.findall(r"^baseOffset: (\d+) lastOffset: (\d+)", out, re.M) == [
-        ("0", "0"), ("1", "3"), ("4", "4")]
+        ("0", "0"),
+        ("1", "3"),
+        ("4", "4"),
+    ]
     assert "controlTypes: [SNAPSHOT_HEADER]" in lines[2]
     assert "controlTypes: [SNAPSHOT_FOOTER]" in lines[4]
     assert all("isvalid: true" in line for line in lines[2:])
@@ -60,11 +64,26 @@ def test_dump_a_snapshot_as_json_with_records(
     assert code == 0
     events = [json.loads(line) for line in out.splitlines()]
     assert [e["type"] for e in events] == [
-        "file", "snapshot", "batch", "record", "batch", "record", "record", "record", "batch",
-        "record"]
-    assert events[1] == {"type": "snapshot", "path": str(path), "end_offset": 42, "epoch": 3,
-                         "last_contained_log_timestamp_ms": T0 - 1, "valid": True,
-                         "problem": None}
+        "file",
+        "snapshot",
+        "batch",
+        "record",
+        "batch",
+        "record",
+        "record",
+        "record",
+        "batch",
+        "record",
+    ]
+    assert events[1] == {
+        "type": "snapshot",
+        "path": str(path),
+        "end_offset": 42,
+        "epoch": 3,
+        "last_contained_log_timestamp_ms": T0 - 1,
+        "valid": True,
+        "problem": None,
+    }
     assert events[3]["control"] == {"version": 0, "last_contained_log_timestamp": T0 - 1}
     assert events[3]["control_type"] == "SNAPSHOT_HEADER"
     assert events[-1]["control_type"] == "SNAPSHOT_FOOTER"
@@ -88,15 +107,18 @@ def test_dump_a_directory_lists_segments_then_snapshots(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (tmp_path / "00000000000000000000.log").write_bytes(
-        encode_batch(0, 3, [b"x"] * 50, timestamp_ms=T0))
+        encode_batch(0, 3, [b"x"] * 50, timestamp_ms=T0)
+    )
     write_snapshot(tmp_path, OffsetAndEpoch(50, 3))
     write_snapshot(tmp_path, OffsetAndEpoch(9, 3))
     (tmp_path / (snapshot_file_name(OffsetAndEpoch(60, 3)) + ".part")).write_bytes(b"junk")
     code, out, _ = run(capsys, "log", "dump", str(tmp_path))
     assert code == 0
     assert [line.split("/")[-1] for line in out.splitlines() if line.startswith("Dumping")] == [
-        "00000000000000000000.log", snapshot_file_name(OffsetAndEpoch(9, 3)),
-        snapshot_file_name(OffsetAndEpoch(50, 3))]
+        "00000000000000000000.log",
+        snapshot_file_name(OffsetAndEpoch(9, 3)),
+        snapshot_file_name(OffsetAndEpoch(50, 3)),
+    ]
 
 
 def test_dump_a_directory_of_snapshots_only(

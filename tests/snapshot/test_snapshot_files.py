@@ -31,26 +31,32 @@ def test_the_name_is_kafkas() -> None:
         snapshot_file_name(OffsetAndEpoch(-1, 0))
 
 
-@given(st.integers(0, 2**63 - 1), st.integers(0, 2**31 - 1),
-       st.sampled_from([SNAPSHOT_SUFFIX, PART_SUFFIX, DELETED_SUFFIX]))
+@given(
+    st.integers(0, 2**63 - 1),
+    st.integers(0, 2**31 - 1),
+    st.sampled_from([SNAPSHOT_SUFFIX, PART_SUFFIX, DELETED_SUFFIX]),
+)
 def test_names_round_trip(offset: int, epoch: int, suffix: str) -> None:
     sid = OffsetAndEpoch(offset, epoch)
     assert parse_snapshot_file_name(snapshot_file_name(sid, suffix)) == (sid, suffix)
 
 
-@pytest.mark.parametrize("name", [
-    "00000000000000000100-0000000003.log",
-    "00000000000000000100.checkpoint",
-    "0000000000000000100-0000000003.checkpoint",  # 19 digits
-    "00000000000000000100-000000003.checkpoint",  # 9 digits
-    "00000000000000000100-0000000003.checkpoint.tmp",
-    "00000000000000000100-0000000003.checkpointx",
-    "x00000000000000000100-0000000003.checkpoint",
-    "00000000000000000100-9999999999.checkpoint",  # epoch past int32
-    "99999999999999999999-0000000003.checkpoint",  # offset past int64
-    "leader-epoch-checkpoint",
-    "0000000000000000010a-0000000003.checkpoint",
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "00000000000000000100-0000000003.log",
+        "00000000000000000100.checkpoint",
+        "0000000000000000100-0000000003.checkpoint",  # 19 digits
+        "00000000000000000100-000000003.checkpoint",  # 9 digits
+        "00000000000000000100-0000000003.checkpoint.tmp",
+        "00000000000000000100-0000000003.checkpointx",
+        "x00000000000000000100-0000000003.checkpoint",
+        "00000000000000000100-9999999999.checkpoint",  # epoch past int32
+        "99999999999999999999-0000000003.checkpoint",  # offset past int64
+        "leader-epoch-checkpoint",
+        "0000000000000000010a-0000000003.checkpoint",
+    ],
+)
 def test_other_names_are_not_snapshots(name: str) -> None:
     assert parse_snapshot_file_name(name) is None
 
@@ -62,15 +68,23 @@ def touch(directory: Path, sid: OffsetAndEpoch, suffix: str = SNAPSHOT_SUFFIX) -
 
 
 def test_list_sorts_by_offset_then_epoch_and_ignores_the_rest(tmp_path: Path) -> None:
-    ids = [OffsetAndEpoch(200, 1), OffsetAndEpoch(100, 3), OffsetAndEpoch(100, 2),
-           OffsetAndEpoch(5, 9)]
+    ids = [
+        OffsetAndEpoch(200, 1),
+        OffsetAndEpoch(100, 3),
+        OffsetAndEpoch(100, 2),
+        OffsetAndEpoch(5, 9),
+    ]
     for sid in ids:
         touch(tmp_path, sid)
     touch(tmp_path, OffsetAndEpoch(300, 4), PART_SUFFIX)
     touch(tmp_path, OffsetAndEpoch(50, 1), DELETED_SUFFIX)
     (tmp_path / "00000000000000000000.log").write_bytes(b"")
-    assert list_snapshots(tmp_path) == [OffsetAndEpoch(5, 9), OffsetAndEpoch(100, 2),
-                                        OffsetAndEpoch(100, 3), OffsetAndEpoch(200, 1)]
+    assert list_snapshots(tmp_path) == [
+        OffsetAndEpoch(5, 9),
+        OffsetAndEpoch(100, 2),
+        OffsetAndEpoch(100, 3),
+        OffsetAndEpoch(200, 1),
+    ]
 
 
 def test_clean_removes_the_leftovers_of_a_crash(tmp_path: Path) -> None:

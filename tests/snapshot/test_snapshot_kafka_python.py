@@ -24,8 +24,13 @@ def test_kafka_python_reads_a_kraft_snapshot_file(tmp_path: Path) -> None:
     sid = OffsetAndEpoch(12345, 9)
     values = [b"value %d" % i for i in range(500)]
     raw = FileRawSnapshotWriter.create(tmp_path, sid)
-    with SnapshotWriter(raw, BytesSerde(), last_contained_log_timestamp_ms=1_000,
-                        timestamp_ms=2_000, max_batch_size_bytes=2_000) as writer:
+    with SnapshotWriter(
+        raw,
+        BytesSerde(),
+        last_contained_log_timestamp_ms=1_000,
+        timestamp_ms=2_000,
+        max_batch_size_bytes=2_000,
+    ) as writer:
         for start in range(0, len(values), 7):
             writer.append(values[start : start + 7])
         writer.freeze()
@@ -41,11 +46,9 @@ def test_kafka_python_reads_a_kraft_snapshot_file(tmp_path: Path) -> None:
     assert len(batches) > 3  # the limit split the data into several batches
     (header, header_records), *middle, (footer, footer_records) = batches
     assert header.is_control_batch
-    assert [(r.version, r.type) for r in header_records] == [
-        (0, ControlRecordType.SNAPSHOT_HEADER)]
+    assert [(r.version, r.type) for r in header_records] == [(0, ControlRecordType.SNAPSHOT_HEADER)]
     assert footer.is_control_batch
-    assert [(r.version, r.type) for r in footer_records] == [
-        (0, ControlRecordType.SNAPSHOT_FOOTER)]
+    assert [(r.version, r.type) for r in footer_records] == [(0, ControlRecordType.SNAPSHOT_FOOTER)]
     assert not any(b.is_control_batch for b, _ in middle)
     assert [r.value for _, rs in middle for r in rs] == values
     offsets = [r.offset for _, rs in batches for r in rs]

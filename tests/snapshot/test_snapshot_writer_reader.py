@@ -54,13 +54,19 @@ def new_writer(
 ) -> tuple[SnapshotWriter[bytes], list[RawSnapshotReader]]:
     frozen: list[RawSnapshotReader] = []
     raw = MemoryRawSnapshotWriter(sid, frozen.append)
-    writer = SnapshotWriter(raw, BytesSerde(), last_contained_log_timestamp_ms=LAST_TS,
-                            timestamp_ms=TS, max_batch_size_bytes=max_batch_size_bytes)
+    writer = SnapshotWriter(
+        raw,
+        BytesSerde(),
+        last_contained_log_timestamp_ms=LAST_TS,
+        timestamp_ms=TS,
+        max_batch_size_bytes=max_batch_size_bytes,
+    )
     return writer, frozen
 
 
-def make_snapshot(groups: list[list[bytes]], max_batch_size_bytes: int = 1 << 20,
-                  sid: OffsetAndEpoch = SID) -> bytes:
+def make_snapshot(
+    groups: list[list[bytes]], max_batch_size_bytes: int = 1 << 20, sid: OffsetAndEpoch = SID
+) -> bytes:
     writer, frozen = new_writer(sid, max_batch_size_bytes)
     with writer:
         for group in groups:
@@ -95,12 +101,14 @@ def test_header_data_footer() -> None:
         header, body, footer = list(reader)
     assert header.records == []
     assert [(c.type, c.message) for c in header.control_records] == [
-        (ControlRecordType.SNAPSHOT_HEADER, SnapshotHeaderRecord(0, LAST_TS))]
+        (ControlRecordType.SNAPSHOT_HEADER, SnapshotHeaderRecord(0, LAST_TS))
+    ]
     assert (body.base_offset, body.last_offset, body.epoch) == (1, 3, SID.epoch)
     assert body.records == [b"a", b"b", b"c"]
     assert body.control_records == []
     assert [(c.type, c.message) for c in footer.control_records] == [
-        (ControlRecordType.SNAPSHOT_FOOTER, SnapshotFooterRecord(0))]
+        (ControlRecordType.SNAPSHOT_FOOTER, SnapshotFooterRecord(0))
+    ]
 
 
 def test_an_empty_snapshot_is_a_header_and_a_footer() -> None:
@@ -113,8 +121,9 @@ def test_appends_share_a_batch_until_it_is_full() -> None:
     value = b"v" * 100
     record = 1 + 104 + 1  # length varint, body (offset delta < 64), 1 more for 2-byte ones
     limit = RECORD_BATCH_OVERHEAD + 10 * record
-    data = make_snapshot([[value] * 4, [value] * 4, [value] * 4, [value]],
-                         max_batch_size_bytes=limit)
+    data = make_snapshot(
+        [[value] * 4, [value] * 4, [value] * 4, [value]], max_batch_size_bytes=limit
+    )
     batches = list(iter_batches(data))
     assert [b.records_count for b in batches] == [1, 8, 5, 1]
     assert all(b.size_in_bytes <= limit for b in batches)
@@ -184,8 +193,12 @@ class Point(msgspec.Struct):
 def test_typed_records_through_a_serde() -> None:
     frozen: list[RawSnapshotReader] = []
     serde = MsgspecSerde(Point)
-    with SnapshotWriter(MemoryRawSnapshotWriter(SID, frozen.append), serde,
-                        last_contained_log_timestamp_ms=1, timestamp_ms=2) as writer:
+    with SnapshotWriter(
+        MemoryRawSnapshotWriter(SID, frozen.append),
+        serde,
+        last_contained_log_timestamp_ms=1,
+        timestamp_ms=2,
+    ) as writer:
         writer.append([Point(1, 2), Point(3, 4)])
         writer.freeze()
     with SnapshotReader(frozen[0], serde) as reader:
@@ -215,12 +228,15 @@ def test_close_stops_iteration() -> None:
 
 # -- round trips -------------------------------------------------------------------------------
 
-groups_strategy = st.lists(st.lists(st.binary(max_size=300), min_size=1, max_size=20),
-                           max_size=30)
+groups_strategy = st.lists(st.lists(st.binary(max_size=300), min_size=1, max_size=20), max_size=30)
 
 
-@given(groups_strategy, st.integers(RECORD_BATCH_OVERHEAD + 310 * 20 + 100, 20_000),
-       st.integers(1, 2**40), st.integers(0, 2**31 - 1))
+@given(
+    groups_strategy,
+    st.integers(RECORD_BATCH_OVERHEAD + 310 * 20 + 100, 20_000),
+    st.integers(1, 2**40),
+    st.integers(0, 2**31 - 1),
+)
 @settings(max_examples=150, deadline=None)
 def test_round_trip(groups: list[list[bytes]], limit: int, offset: int, epoch: int) -> None:
     sid = OffsetAndEpoch(offset, epoch)
@@ -245,8 +261,13 @@ def test_round_trip(groups: list[list[bytes]], limit: int, offset: int, epoch: i
 def test_file_round_trip(tmp_path: Path) -> None:
     frozen: list[RawSnapshotReader] = []
     raw = FileRawSnapshotWriter.create(tmp_path, SID, frozen.append)
-    with SnapshotWriter(raw, StrSerde(), last_contained_log_timestamp_ms=LAST_TS,
-                        timestamp_ms=TS, max_batch_size_bytes=200) as writer:
+    with SnapshotWriter(
+        raw,
+        StrSerde(),
+        last_contained_log_timestamp_ms=LAST_TS,
+        timestamp_ms=TS,
+        max_batch_size_bytes=200,
+    ) as writer:
         for i in range(50):
             writer.append([f"record {i}", f"and {i}"])
         size = writer.freeze()
@@ -264,9 +285,12 @@ def test_file_round_trip(tmp_path: Path) -> None:
 
 def test_a_file_writer_abandoned_in_a_with_block(tmp_path: Path) -> None:
     raw = FileRawSnapshotWriter.create(tmp_path, SID)
-    with pytest.raises(KeyError), SnapshotWriter(
-        raw, BytesSerde(), last_contained_log_timestamp_ms=0, timestamp_ms=0
-    ) as writer:
+    with (
+        pytest.raises(KeyError),
+        SnapshotWriter(
+            raw, BytesSerde(), last_contained_log_timestamp_ms=0, timestamp_ms=0
+        ) as writer,
+    ):
         writer.append([b"x"])
         raise KeyError("the state machine failed")
     assert list(tmp_path.iterdir()) == []
