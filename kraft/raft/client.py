@@ -96,8 +96,6 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-#: Kafka's ``RETRY_BACKOFF_BASE_MS``: the unit of a lost candidate's randomized backoff.
-RETRY_BACKOFF_BASE_MS = 100
 #: How often a replica says at most that another one uses its node id.
 DUPLICATE_NODE_ID_LOG_INTERVAL_MS = 60_000
 
@@ -172,7 +170,15 @@ class KafkaRaftClient(Generic[T]):
         )
         self._epoch_rpcs = epoch_rpcs = QuorumEpochRpcs(self.quorum, config, self._maybe_transition)
         self._vote_rpcs: VoteRpcs[T] = VoteRpcs(
-            self.quorum, log, self._transition_to_unattached, self._transition_to_voted
+            self.quorum,
+            log,
+            rand,
+            config.election_backoff_max_ms,
+            to_unattached=self._transition_to_unattached,
+            to_voted=self._transition_to_voted,
+            to_candidate=self._transition_to_candidate,
+            to_leader=self._become_leader,
+            prospective_lost=self._prospective_lost,
         )
         self._shutdown: GracefulShutdown | None = None
         self._initialized = False
@@ -208,8 +214,8 @@ class KafkaRaftClient(Generic[T]):
             FetchResponse: ResponseKind(fetch_named, self._fetcher.handle_fetch_response),
             VoteResponse: ResponseKind(
                 epoch_named,
-                self._handle_vote_response,
-                top_level_error=self._handle_vote_top_level_error,
+                self._vote_rpcs.handle_vote_response,
+                top_level_error=self._vote_rpcs.handle_vote_top_level_error,
             ),
             BeginQuorumEpochResponse: ResponseKind(
                 epoch_named, epoch_rpcs.handle_begin_quorum_epoch_response
@@ -863,64 +869,6 @@ class KafkaRaftClient(Generic[T]):
         else:
             ok = self._prologue.step(kind, response, body, now)
         requests.on_response_result(response.source, response.correlation_id, ok, now)
-
-    # -- Vote -------------------------------------------------------------------------------------
-    def _handle_vote_top_level_error(
-        self, response: InboundResponse, error: int, now: int
-    ) -> bool | None:
-        if error == Errors.UNSUPPORTED_VERSION and isinstance(self.quorum.state, ProspectiveState):
-            # A voter too old for pre-vote: stand for election at once.
-            logger.info("voter %d does not support pre-vote", response.source)
-            self._transition_to_candidate(now)
-            return True
-        return None
-
-    def _handle_vote_response(
-        self, response: InboundResponse, body: VoteResponse, leader: int | None, now: int
-    ) -> bool:
-        state = self.quorum.state
-        if isinstance(state, ProspectiveState | CandidateState):
-            if body.vote_granted:
-                state.granting.add(response.source)
-                state.rejecting.discard(response.source)
-                if state.is_vote_granted():
-                    if isinstance(state, ProspectiveState):
-                        self._transition_to_candidate(now)
-                    else:
-                        self._become_leader(now)
-            else:
-                state.rejecting.add(response.source)
-                self._maybe_handle_election_loss(state, now)
-        return True
-
-    def _maybe_handle_election_loss(
-        self, state: ProspectiveState | CandidateState, now: int
-    ) -> None:
-        if not state.is_vote_rejected():
-            return
-        if isinstance(state, CandidateState):
-            if state.backoff_deadline_ms is None:
-                backoff = self._binary_exponential_election_backoff_ms(state.retries)
-                logger.info(
-                    "epoch %d: election lost (rejected by %s); backing off %d ms",
-                    state.epoch,
-                    sorted(state.rejecting),
-                    backoff,
-                )
-                state.backoff_deadline_ms = now + backoff
-        else:
-            logger.info(
-                "epoch %d: pre-vote lost (rejected by %s)", state.epoch, sorted(state.rejecting)
-            )
-            self._prospective_lost(state, now)
-
-    def _binary_exponential_election_backoff_ms(self, retries: int) -> int:
-        if retries <= 0:
-            raise ValueError(f"retries {retries} must be positive")
-        return min(
-            RETRY_BACKOFF_BASE_MS * self._rand.randrange(2 << min(20, retries - 1)),
-            self.config.election_backoff_max_ms,
-        )
 
     # -- Listeners --------------------------------------------------------------------------------
     def _poll_listeners(self) -> None:

@@ -1,5 +1,5 @@
-"""The Vote RPC (KIP-595, with KIP-996's pre-vote): the request a voter sends, and the answer
-a replica gives.
+"""The Vote RPC (KIP-595, with KIP-996's pre-vote), both sides: the request a voter sends,
+the answer a replica gives, and what the voter makes of the answers.
 
 Kafka's ``buildVoteRequest`` and ``handleVoteRequest``: a Vote is validated (topic-partition,
 its offsets and epochs, voter-only validation), a higher epoch is adopted first (pre-votes
@@ -7,14 +7,16 @@ too), the voter key must be this replica's (KIP-853), and the state decides
 (``can_grant_vote`` of each epoch state, docs/protocol.md lists the rules). A standard vote
 is persisted (``QuorumState.transition_to_voted``) before it is answered.
 
-The election itself -- standing, counting the answers, backing off -- is the client's; the
-two transitions a Vote request may cause are passed in, as
-``to_unattached(epoch, leader_id, now)`` and ``to_voted(candidate, now)``.
+The answers are counted here: a majority of pre-votes makes a Prospective a Candidate, a
+majority of votes makes a Candidate the leader, and a lost election backs off (Kafka's
+``binaryExponentialElectionBackoffMs``) or, for a pre-vote, returns to the leader it knew.
+Standing for election and the transitions themselves are the client's: they are passed in.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
@@ -22,7 +24,7 @@ import msgspec
 
 from kraft.common.uuids import ZERO_UUID
 from kraft.log.api import OffsetAndEpoch, ReplicatedLog
-from kraft.protocol.envelope import InboundRequest
+from kraft.protocol.envelope import InboundRequest, InboundResponse
 from kraft.protocol.errors import Errors
 from kraft.protocol.messages import VoteRequest, VoteResponse
 from kraft.raft.leader import LeaderState
@@ -34,7 +36,7 @@ from kraft.raft.rpc import (
     valid_topic_partition,
     validate_voter_only,
 )
-from kraft.raft.states import ProspectiveState, ReplicaKey, UnattachedState
+from kraft.raft.states import CandidateState, ProspectiveState, ReplicaKey, UnattachedState
 
 __all__ = ["VoteRpcs"]
 
@@ -42,21 +44,35 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+#: Kafka's ``RETRY_BACKOFF_BASE_MS``: the unit of a lost candidate's randomized backoff.
+RETRY_BACKOFF_BASE_MS = 100
+
 
 class VoteRpcs(Generic[T]):
-    """Builds Vote requests and answers them."""
+    """Builds Vote requests, answers them, and counts the answers."""
 
     def __init__(
         self,
         quorum: QuorumState[T],
         log: ReplicatedLog,
+        rand: random.Random,
+        election_backoff_max_ms: int,
+        *,
         to_unattached: Callable[[int, int | None, int], None],
         to_voted: Callable[[ReplicaKey, int], None],
+        to_candidate: Callable[[int], None],
+        to_leader: Callable[[int], None],
+        prospective_lost: Callable[[ProspectiveState, int], None],
     ) -> None:
         self._quorum = quorum
         self._log = log
+        self._rand = rand
+        self._election_backoff_max_ms = election_backoff_max_ms
         self._to_unattached = to_unattached
         self._to_voted = to_voted
+        self._to_candidate = to_candidate
+        self._to_leader = to_leader
+        self._prospective_lost = prospective_lost
 
     def build_vote_request(self, destination: int, pre_vote: bool) -> VoteRequest:
         quorum = self._quorum
@@ -121,3 +137,61 @@ class VoteRpcs(Generic[T]):
             "granted" if granted else "rejected",
         )
         return self._vote_response(Errors.NONE, granted)
+
+    # -- The voter's side: the answers -----------------------------------------------------------
+    def handle_vote_top_level_error(
+        self, response: InboundResponse, error: int, now: int
+    ) -> bool | None:
+        if error == Errors.UNSUPPORTED_VERSION and isinstance(self._quorum.state, ProspectiveState):
+            # A voter too old for pre-vote: stand for election at once.
+            logger.info("voter %d does not support pre-vote", response.source)
+            self._to_candidate(now)
+            return True
+        return None
+
+    def handle_vote_response(
+        self, response: InboundResponse, body: VoteResponse, leader: int | None, now: int
+    ) -> bool:
+        state = self._quorum.state
+        if isinstance(state, ProspectiveState | CandidateState):
+            if body.vote_granted:
+                state.granting.add(response.source)
+                state.rejecting.discard(response.source)
+                if state.is_vote_granted():
+                    if isinstance(state, ProspectiveState):
+                        self._to_candidate(now)
+                    else:
+                        self._to_leader(now)
+            else:
+                state.rejecting.add(response.source)
+                self._maybe_handle_election_loss(state, now)
+        return True
+
+    def _maybe_handle_election_loss(
+        self, state: ProspectiveState | CandidateState, now: int
+    ) -> None:
+        if not state.is_vote_rejected():
+            return
+        if isinstance(state, CandidateState):
+            if state.backoff_deadline_ms is None:
+                backoff = self._binary_exponential_election_backoff_ms(state.retries)
+                logger.info(
+                    "epoch %d: election lost (rejected by %s); backing off %d ms",
+                    state.epoch,
+                    sorted(state.rejecting),
+                    backoff,
+                )
+                state.backoff_deadline_ms = now + backoff
+        else:
+            logger.info(
+                "epoch %d: pre-vote lost (rejected by %s)", state.epoch, sorted(state.rejecting)
+            )
+            self._prospective_lost(state, now)
+
+    def _binary_exponential_election_backoff_ms(self, retries: int) -> int:
+        if retries <= 0:
+            raise ValueError(f"retries {retries} must be positive")
+        return min(
+            RETRY_BACKOFF_BASE_MS * self._rand.randrange(2 << min(20, retries - 1)),
+            self._election_backoff_max_ms,
+        )
