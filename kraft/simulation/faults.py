@@ -38,7 +38,8 @@ class FaultRecord:
 
 
 class _Cluster(Protocol):
-    """What the faults use of the cluster they are part of."""
+    """What the faults use of the cluster they are part of: the methods of
+    :class:`FaultInjection` take it as ``self``, so mypy checks that ``Cluster`` has it all."""
 
     nodes: dict[int, SimNode]
     network: SimNetwork
@@ -62,7 +63,8 @@ class _Cluster(Protocol):
 class FaultInjection:
     """The fault operations of :class:`~kraft.simulation.cluster.Cluster` (a base class of it).
 
-    Each one starts by registering the fault and returns without acting when it is suppressed.
+    Each one checks its arguments, registers the fault, and does nothing more when the fault is
+    suppressed.
     """
 
     def _fault(self: _Cluster, kind: str, targets: Iterable[int] = (), **details: Any) -> bool:
