@@ -8,13 +8,13 @@ after every event and everything is written to a JSON Lines event log.
 
 from kraft.simulation.cluster import (
     Cluster,
-    FaultRecord,
     InvariantViolationError,
     SimulationError,
     replay_command,
     sim_config,
 )
 from kraft.simulation.events import KINDS, SCHEMA_VERSION, Event, EventLog, read_events
+from kraft.simulation.faults import FaultRecord
 from kraft.simulation.invariants import INVARIANTS, InvariantChecker, Violation
 from kraft.simulation.network import LinkConfig, SimNetwork
 from kraft.simulation.node import CounterIncrement, ReplicatedCounter, SimNode, SimSerde

@@ -4,7 +4,9 @@ The scheduler is a heap of ``(time_ms, sequence, kind, a, b)``. A node is polled
 reaches it or when the deadline its last ``poll()`` returned comes, never on a fixed tick, and
 the clock jumps straight to the next event. One ``random.Random(seed)`` drives the network, the
 workload and every client's timers, so a seed (and the same calls on the cluster) always gives
-the same run, byte for byte: see :attr:`Cluster.digest`.
+the same run, byte for byte: see :attr:`Cluster.digest`. Messages go through a
+:class:`~kraft.simulation.routing.MessageRouter`; the fault operations (``kill``, ``partition``,
+...) come from :class:`~kraft.simulation.faults.FaultInjection`.
 
 After every event the :class:`~kraft.simulation.invariants.InvariantChecker` runs; a violation
 is recorded in :attr:`Cluster.violations`, logged as an event and, with ``stop_on_violation``
@@ -19,37 +21,28 @@ import logging
 import random
 import traceback
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from kraft.common.clock import ManualClock
-from kraft.common.uuids import ZERO_UUID
 from kraft.config import ConfigError, Endpoint, QuorumConfig
 from kraft.errors import KraftError, NotLeaderError
 from kraft.log.base import SnapshotRetention
-from kraft.log.memory import MemoryLog
-from kraft.log.quorum_state import MemoryQuorumStateStore
-from kraft.protocol.envelope import (
-    InboundRequest,
-    InboundResponse,
-    OutboundRequest,
-    OutboundResponse,
-)
-from kraft.protocol.messages import VoteRequest, VoteResponse
 from kraft.raft.channel import DequeMessageQueue
 from kraft.raft.client import KafkaRaftClient
 from kraft.raft.listeners import Batch
 from kraft.raft.states import NO_DEADLINE
 from kraft.record.offsets import OffsetAndEpoch
 from kraft.simulation.events import Event, EventLog
+from kraft.simulation.faults import FaultInjection, FaultRecord
 from kraft.simulation.invariants import InvariantChecker, Violation
 from kraft.simulation.network import LinkConfig, SimNetwork
 from kraft.simulation.node import ReplicatedCounter, SimNode, SimSerde, top_leader
+from kraft.simulation.routing import MessageRouter, Transit
 
 __all__ = [
     "Cluster",
-    "FaultRecord",
     "InvariantViolationError",
     "SimulationError",
     "replay_command",
@@ -81,17 +74,6 @@ class InvariantViolationError(KraftError):
         super().__init__(report)
         self.violation = violation
         self.report = report
-
-
-@dataclass(frozen=True, slots=True)
-class FaultRecord:
-    """One fault the scenario asked for: its index (in call order), time, kind and targets."""
-
-    index: int
-    time_ms: int
-    kind: str
-    targets: tuple[int, ...]
-    suppressed: bool = False
 
 
 def replay_command(
@@ -128,25 +110,7 @@ def sim_config(voter_ids: Iterable[int], base: QuorumConfig | None = None) -> Qu
     return replace(base, voters=voters)
 
 
-class _Transit:
-    __slots__ = ("alias", "dst", "dst_incarnation", "envelope", "src", "src_incarnation")
-
-    def __init__(
-        self,
-        src: SimNode,
-        dst: SimNode,
-        alias: int | None,
-        envelope: OutboundRequest | OutboundResponse,
-    ) -> None:
-        self.src = src
-        self.dst = dst
-        self.src_incarnation = src.incarnation
-        self.dst_incarnation = dst.incarnation
-        self.alias = alias
-        self.envelope = envelope
-
-
-class Cluster:
+class Cluster(FaultInjection):
     """A simulated quorum: ``voters`` voters (ids 1..voters) and ``observers`` observers
     (the ids after), all started. See docs/simulation.md for the whole API.
 
@@ -195,7 +159,6 @@ class Cluster:
             i: SimNode(i, i in self.voter_ids, self.retention)
             for i in self.voter_ids + self.observer_ids
         }
-        self._port_to_node = {ep.port: node_id for node_id, ep in self.config.voters.items()}
         self.events = EventLog(
             f"{scenario}/{seed}",
             seed,
@@ -203,6 +166,17 @@ class Cluster:
             None if event_log is None else Path(event_log),
         )
         self.message_events = message_events
+        self._router = MessageRouter(
+            self.nodes,
+            self.network,
+            self.config,
+            self.events,
+            self.clock,
+            message_events=message_events,
+            deliver_at=self._deliver_at,
+            wake=self._wake,
+            emit_node=self._emit_node,
+        )
         self.stop_on_violation = stop_on_violation
         self.violations: list[Violation] = []
         self.faults: list[FaultRecord] = []
@@ -316,7 +290,7 @@ class Cluster:
                 self._check(node)
             elif kind == _DELIVER:
                 # A delivery only queues the message: the poll it wakes is checked.
-                self._deliver(a)
+                self._router.deliver(a)
             else:
                 a()
                 self._check()
@@ -334,6 +308,9 @@ class Cluster:
         node.poll_at = when
         self._push(when, _POLL, node.node_id, node.poll_generation)
 
+    def _deliver_at(self, at: int, transit: Transit) -> None:
+        self._push(at, _DELIVER, transit)
+
     def call_at(self, at_ms: int, action: Callable[[], None]) -> None:
         """Run ``action()`` at simulated time ``at_ms`` (an event like any other)."""
         self._push(max(at_ms, self.clock.now_ms()), _CALL, action)
@@ -350,7 +327,7 @@ class Cluster:
         self.call_at(self.clock.now_ms() + self.rand.randint(lo, hi), tick)
 
     # =========================================================================================
-    # Nodes: start, poll, deliver
+    # Nodes: start, poll, stop, report
     # =========================================================================================
     def _start(self, node: SimNode) -> None:
         node.incarnation += 1
@@ -393,7 +370,7 @@ class Cluster:
             return
         self._emit_node(node, "node_started", details={"incarnation": node.incarnation})
         self._observe(node)
-        self._route(node)
+        self._router.route(node)
         self._wake(node)
 
     def _activate(self, node: SimNode) -> None:
@@ -404,7 +381,7 @@ class Cluster:
             while True:
                 delay = client.poll()
                 if node.channel.outbox:
-                    self._route(node)
+                    self._router.route(node)
                 if delay > 0 or node.client is None:
                     break
                 spins += 1
@@ -451,127 +428,29 @@ class Cluster:
             node.last_role = role
             node.last_epoch = epoch
 
-    def _route(self, node: SimNode) -> None:
-        messages = node.channel.drain()
-        now = self.clock.now_ms()
-        for envelope in messages:
-            destination = envelope.destination
-            alias: int | None = None
-            if isinstance(envelope, OutboundResponse):
-                alias = node.request_aliases.pop((destination, envelope.correlation_id), None)
-                if isinstance(envelope.body, VoteResponse):
-                    self._vote_event(node, destination, envelope)
-            elif destination < -1:
-                alias = destination
-                destination = self._resolve_bootstrap(destination)
-            target = self.nodes.get(destination)
-            name = type(envelope.body).__name__
-            if target is None:
-                self._emit(
-                    "message_dropped",
-                    node=node.node_id,
-                    peer=destination,
-                    message=name,
-                    details={"reason": "unknown destination"},
-                )
-                continue
-            if self.message_events:
-                self.events.emit(
-                    now,
-                    "message_sent",
-                    node=node.node_id,
-                    peer=destination,
-                    message=name,
-                )
-            times = self.network.delivery_times(node.node_id, destination, now)
-            if not times:
-                self._emit(
-                    "message_dropped",
-                    node=node.node_id,
-                    peer=destination,
-                    message=name,
-                    details={"reason": "lost"},
-                )
-                continue
-            if len(times) > 1 and self.message_events:
-                self._emit(
-                    "message_duplicated",
-                    node=node.node_id,
-                    peer=destination,
-                    message=name,
-                )
-            transit = _Transit(node, target, alias, envelope)
-            for at in times:
-                self._push(at, _DELIVER, transit)
+    def _crash(self, node: SimNode) -> None:
+        """The node's process is gone: the client, its mail, its connections, unflushed data."""
+        node.log.crash()
+        self._stop(node, "crashed")
 
-    def _resolve_bootstrap(self, alias: int) -> int:
-        index = -2 - alias
-        servers = self.config.bootstrap_servers
-        if 0 <= index < len(servers):
-            return self._port_to_node.get(servers[index].port, alias)
-        return alias
+    def _stop(self, node: SimNode, how: str) -> None:
+        """The node is down (``how``: crashed or shutdown): no client, no pending poll, its
+        connections reset (in-flight messages to and from it are dropped)."""
+        node.client = None
+        node.paused = False
+        node.poll_generation += 1
+        node.poll_at = -1
+        node.incarnation += 1
+        node.last_role, node.last_epoch = "Down", -1
+        self._shutdowns.pop(node.node_id, None)
+        self.checker.node_reset(node.node_id, wiped=False)
+        self._emit_node(node, "state_changed", details={"from_role": how})
 
-    def _vote_event(self, node: SimNode, peer: int, envelope: OutboundResponse) -> None:
-        body = envelope.body
-        assert isinstance(body, VoteResponse)
-        pre_vote = node.vote_kinds.pop((peer, envelope.correlation_id), False)
-        self._emit_node(
-            node,
-            "vote_granted" if body.vote_granted else "vote_refused",
-            peer=peer,
-            details={"pre_vote": pre_vote, "error_code": body.error_code},
-        )
-
-    def _deliver(self, transit: _Transit) -> None:
-        src, dst, envelope = transit.src, transit.dst, transit.envelope
-        name = type(envelope.body).__name__
-        reason = None
-        if dst.client is None or dst.incarnation != transit.dst_incarnation:
-            reason = "destination down"
-        elif src.incarnation != transit.src_incarnation:
-            reason = "connection reset"
-        elif (src.node_id, dst.node_id) in self.network.blocked:
-            reason = "partitioned"
-        if reason is not None:
-            self._emit(
-                "message_dropped",
-                node=src.node_id,
-                peer=dst.node_id,
-                message=name,
-                details={"reason": reason},
-            )
-            return
-        now = self.clock.now_ms()
-        if self.message_events:
-            self.events.emit(
-                now,
-                "message_delivered",
-                node=dst.node_id,
-                peer=src.node_id,
-                message=name,
-            )
-        if isinstance(envelope, OutboundRequest):
-            key = (src.node_id, envelope.correlation_id)
-            if transit.alias is not None:
-                dst.request_aliases[key] = transit.alias
-            body = envelope.body
-            if isinstance(body, VoteRequest):
-                dst.vote_kinds[key] = body.pre_vote
-            dst.queue.add(
-                InboundRequest(
-                    envelope.correlation_id,
-                    src.node_id,
-                    ZERO_UUID,
-                    None,
-                    body,
-                    now,
-                )
-            )
-        else:
-            source = src.node_id if transit.alias is None else transit.alias
-            dst.queue.add(InboundResponse(envelope.correlation_id, source, envelope.body, now))
-        if not dst.paused:
-            self._wake(dst)
+    def _finish_shutdown(self, node: SimNode) -> None:
+        client = node.client
+        assert client is not None
+        client.close()  # flushes the log
+        self._stop(node, "shutdown")
 
     def _on_snapshot(
         self, node: SimNode, kind: str, snapshot_id: OffsetAndEpoch, value: int
@@ -744,178 +623,6 @@ class Cluster:
     def stop_workload(self) -> None:
         self._workload_generation += 1
         self.workload_rate = 0.0
-
-    # =========================================================================================
-    # Faults
-    # =========================================================================================
-    def _fault(self, kind: str, targets: Iterable[int] = (), **details: Any) -> bool:
-        """Register a fault; False if it is suppressed (shrinking).
-
-        Every fault call is registered, even one that will change nothing (killing a node that
-        is down), so suppressing one fault never renumbers the later ones.
-        """
-        index = len(self.faults)
-        targets = tuple(targets)
-        suppressed = index in self._suppress
-        self.faults.append(FaultRecord(index, self.clock.now_ms(), kind, targets, suppressed))
-        self._emit(
-            "fault_suppressed" if suppressed else "fault_injected",
-            details={"fault": kind, "index": index, "targets": list(targets), **details},
-        )
-        return not suppressed
-
-    def _healed(self, kind: str, targets: Iterable[int] = ()) -> None:
-        self._emit("fault_healed", details={"fault": kind, "targets": list(targets)})
-
-    def partition(self, *groups: Iterable[int]) -> None:
-        """Cut the network between ``groups`` (nodes in no group form one more group)."""
-        sets = [set(group) for group in groups]
-        for group in sets:
-            for node_id in group:
-                self.node(node_id)
-        if self._fault(
-            "partition",
-            sorted(set().union(*sets)) if sets else (),
-            groups=[sorted(g) for g in sets],
-        ):
-            self.network.partition(sets, self.nodes)
-
-    def isolate(self, node_id: int) -> None:
-        """Cut every link to and from ``node_id``."""
-        self.node(node_id)
-        if self._fault("isolate", (node_id,)):
-            others = [i for i in self.nodes if i != node_id]
-            self.network.block([node_id], others)
-            self.network.block(others, [node_id])
-
-    def block(self, sources: Iterable[int], destinations: Iterable[int]) -> None:
-        """Cut the one-way links from every source to every destination."""
-        src, dst = list(sources), list(destinations)
-        for node_id in src + dst:
-            self.node(node_id)
-        if self._fault("block", sorted(set(src + dst)), sources=src, destinations=dst):
-            self.network.block(src, dst)
-
-    def heal(self) -> None:
-        """Restore every link."""
-        if self._fault("heal"):
-            self.network.heal()
-            self._healed("partition")
-
-    def set_network(
-        self,
-        drop: float | None = None,
-        duplicate: float | None = None,
-        reorder: float | None = None,
-        latency_ms: tuple[int, int] | None = None,
-    ) -> None:
-        """Change loss, duplication, reordering and latency on every link."""
-        changes: dict[str, Any] = {
-            k: v
-            for k, v in (
-                ("drop", drop),
-                ("duplicate", duplicate),
-                ("reorder", reorder),
-                ("latency_ms", latency_ms),
-            )
-            if v is not None
-        }
-        replace(self.network.default, **changes)  # a bad value raises before the fault counts
-        if self._fault("network", (), **changes):
-            self.network.configure(**changes)
-
-    def kill(self, node_id: int) -> None:
-        """Crash ``node_id``: its process is gone, unflushed log data is lost."""
-        node = self.node(node_id)
-        if not self._fault("kill", (node_id,)) or node.client is None:
-            return
-        self._crash(node)
-
-    def _crash(self, node: SimNode) -> None:
-        """The node's process is gone: the client, its mail, its connections, unflushed data."""
-        node.log.crash()
-        self._stop(node, "crashed")
-
-    def _stop(self, node: SimNode, how: str) -> None:
-        """The node is down (``how``: crashed or shutdown): no client, no pending poll, its
-        connections reset (in-flight messages to and from it are dropped)."""
-        node.client = None
-        node.paused = False
-        node.poll_generation += 1
-        node.poll_at = -1
-        node.incarnation += 1
-        node.last_role, node.last_epoch = "Down", -1
-        self._shutdowns.pop(node.node_id, None)
-        self.checker.node_reset(node.node_id, wiped=False)
-        self._emit_node(node, "state_changed", details={"from_role": how})
-
-    def restart(self, node_id: int) -> None:
-        """Start ``node_id`` again from its disk (a running node is killed first: a bounce)."""
-        node = self.node(node_id)
-        if not self._fault("restart", (node_id,)):
-            return
-        if node.client is not None:
-            self._crash(node)
-        self._start(node)
-        self._healed("kill", (node_id,))
-
-    def wipe(self, node_id: int) -> None:
-        """Replace ``node_id``'s disk with an empty one (log and quorum state). A running node
-        is killed and restarted on the new disk; a stopped one stays stopped."""
-        node = self.node(node_id)
-        if not self._fault("wipe", (node_id,)):
-            return
-        was_running = node.client is not None
-        if was_running:
-            self._crash(node)
-        node.log = MemoryLog(self.retention)
-        node.store = MemoryQuorumStateStore(f"node-{node_id}")
-        self.checker.node_reset(node_id, wiped=True)
-        if was_running:
-            self._start(node)
-
-    def pause(self, node_id: int) -> None:
-        """Freeze ``node_id`` (a long GC pause): it is not polled; its mail waits."""
-        node = self.node(node_id)
-        if not self._fault("pause", (node_id,)) or node.client is None or node.paused:
-            return
-        node.paused = True
-
-    def resume(self, node_id: int) -> None:
-        node = self.node(node_id)
-        if not self._fault("resume", (node_id,)) or not node.paused:
-            return
-        node.paused = False
-        self._healed("pause", (node_id,))
-        self._wake(node)
-
-    def resign(self) -> int | None:
-        """The leader resigns its epoch (Kafka's ``resign``); the leader's id, or None."""
-        leader_id = self.leader()
-        if not self._fault("resign", () if leader_id is None else (leader_id,)) or (
-            leader_id is None
-        ):
-            return None
-        node = self.nodes[leader_id]
-        assert node.client is not None
-        node.client.resign(node.client.epoch)
-        self._wake(node)
-        return leader_id
-
-    def shutdown(self, node_id: int, timeout_ms: int = 5000) -> None:
-        """Shut ``node_id`` down gracefully (a leader hands over with EndQuorumEpoch); the
-        node stops when its shutdown completes."""
-        node = self.node(node_id)
-        if not self._fault("shutdown", (node_id,)) or node.client is None:
-            return
-        self._shutdowns[node_id] = node.client.shutdown(timeout_ms)
-        self._wake(node)
-
-    def _finish_shutdown(self, node: SimNode) -> None:
-        client = node.client
-        assert client is not None
-        client.close()  # flushes the log
-        self._stop(node, "shutdown")
 
     # =========================================================================================
     # The end
