@@ -195,10 +195,13 @@ class ReplicatedLog(Protocol):
         """The id of the oldest frozen snapshot (at the log start once the log was cleaned)."""
 
     def read_snapshot(self, snapshot_id: OffsetAndEpoch) -> RawSnapshotReader | None:
-        """The frozen snapshot ``snapshot_id``, or None."""
+        """A reader of the frozen snapshot ``snapshot_id``, or None. The reader is the
+        caller's: it keeps reading if the cleaner deletes the snapshot, and the caller closes
+        it."""
 
     def latest_snapshot(self) -> RawSnapshotReader | None:
-        """The newest frozen snapshot, or None."""
+        """A reader of the newest frozen snapshot (the caller's, as ``read_snapshot``), or
+        None."""
 
     def create_new_snapshot(self, snapshot_id: OffsetAndEpoch) -> RawSnapshotWriter | None:
         """A writer for a snapshot of this log up to ``snapshot_id`` (checked against the log:

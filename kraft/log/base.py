@@ -111,7 +111,6 @@ class LogBase(ABC):
         #: Frozen snapshots by id, and their ids sorted by offset.
         self._snapshots: dict[OffsetAndEpoch, RawSnapshotReader] = {}
         self._snapshot_ids: list[OffsetAndEpoch] = []
-        self._retired: list[RawSnapshotReader] = []
         self.retention = retention or SnapshotRetention()
 
     # Provided by subclasses: where the bytes live.
@@ -294,12 +293,13 @@ class LogBase(ABC):
         return list(self._snapshot_ids)
 
     def read_snapshot(self, snapshot_id: OffsetAndEpoch) -> RawSnapshotReader | None:
-        """The frozen snapshot ``snapshot_id``, or None."""
-        return self._snapshots.get(snapshot_id)
+        """A reader of the frozen snapshot ``snapshot_id`` that the caller closes, or None."""
+        reader = self._snapshots.get(snapshot_id)
+        return None if reader is None else reader.reopen()
 
     def latest_snapshot(self) -> RawSnapshotReader | None:
         latest = self.latest_snapshot_id
-        return None if latest is None else self._snapshots[latest]
+        return None if latest is None else self.read_snapshot(latest)
 
     def create_new_snapshot(self, snapshot_id: OffsetAndEpoch) -> RawSnapshotWriter | None:
         """A writer for a snapshot of this log up to ``snapshot_id.offset`` (exclusive).
@@ -362,17 +362,16 @@ class LogBase(ABC):
         return True
 
     def _drop_snapshot(self, snapshot_id: OffsetAndEpoch) -> None:
-        # A reader handed out (a FetchSnapshot transfer, a listener's load) keeps reading:
-        # it is closed with the log, not here.
-        self._retired.append(self._snapshots.pop(snapshot_id))
+        # The log's own reader goes now (for a FileLog, its descriptor: the unlinked file's
+        # space is freed); a reader handed out is the caller's and keeps reading.
+        self._snapshots.pop(snapshot_id).close()
         self._snapshot_ids.remove(snapshot_id)
         self._delete_snapshot(snapshot_id)
 
     def _close_snapshots(self) -> None:
-        """Close every snapshot reader, live or retired (the log closes)."""
-        for reader in [*self._snapshots.values(), *self._retired]:
+        """Close the log's own snapshot readers (the log closes)."""
+        for reader in self._snapshots.values():
             reader.close()
-        self._retired.clear()
 
     def delete_before_snapshot(self, snapshot_id: OffsetAndEpoch) -> bool:
         """Move the log start up to the snapshot ``snapshot_id`` (which must exist and be at or

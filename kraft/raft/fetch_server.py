@@ -281,22 +281,26 @@ class FetchServer(Generic[T]):
                 current_leader=current,
                 node_endpoints=endpoints,
             )
-        size = snapshot.size_in_bytes
-        if not 0 <= body.position < size:
-            return FetchSnapshotResponse(
-                partition_error_code=Errors.POSITION_OUT_OF_RANGE,
-                snapshot_id=body.snapshot_id,
-                current_leader=current,
-                size=size,
-                position=body.position,
-                node_endpoints=endpoints,
-            )
-        chunk = min(max(1, body.max_bytes), self._config.fetch_snapshot_max_bytes)
+        try:
+            size = snapshot.size_in_bytes
+            if not 0 <= body.position < size:
+                return FetchSnapshotResponse(
+                    partition_error_code=Errors.POSITION_OUT_OF_RANGE,
+                    snapshot_id=body.snapshot_id,
+                    current_leader=current,
+                    size=size,
+                    position=body.position,
+                    node_endpoints=endpoints,
+                )
+            chunk = min(max(1, body.max_bytes), self._config.fetch_snapshot_max_bytes)
+            data = snapshot.read(body.position, chunk)
+        finally:
+            snapshot.close()  # each chunk is read through a reader of its own
         return FetchSnapshotResponse(
             snapshot_id=body.snapshot_id,
             current_leader=current,
             size=size,
             position=body.position,
-            unaligned_records=snapshot.read(body.position, chunk),
+            unaligned_records=data,
             node_endpoints=endpoints,
         )

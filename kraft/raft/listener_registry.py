@@ -169,9 +169,16 @@ class ListenerRegistry(Generic[T]):
         the listener expects next."""
         log = self._log
         snapshot = log.latest_snapshot()
-        if snapshot is not None and snapshot.snapshot_id.offset <= high_watermark:
-            context.fire_handle_load_snapshot(SnapshotReader(snapshot, self._serde))
-            return snapshot.snapshot_id.offset
+        if snapshot is not None:
+            try:
+                if snapshot.snapshot_id.offset <= high_watermark:
+                    # The SnapshotReader takes (and checks) the whole snapshot as it is built,
+                    # so the raw reader is closed here, whether or not the listener closes its
+                    # reader.
+                    context.fire_handle_load_snapshot(SnapshotReader(snapshot, self._serde))
+                    return snapshot.snapshot_id.offset
+            finally:
+                snapshot.close()
         if next_offset == ListenerContext.STARTING_NEXT_OFFSET:
             context.next_offset = log.log_start_offset
             return log.log_start_offset

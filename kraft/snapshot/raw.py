@@ -57,6 +57,10 @@ class RawSnapshotReader(Protocol):
     def records(self) -> bytes:
         """The whole snapshot."""
 
+    def reopen(self) -> RawSnapshotReader:
+        """Another reader of the same bytes, owned (and closed) by the caller: it keeps reading
+        after this one is closed or the snapshot is deleted."""
+
     def close(self) -> None:
         """Release what the reader holds (idempotent)."""
 
@@ -160,6 +164,9 @@ class MemoryRawSnapshotReader:
 
     def records(self) -> bytes:
         return self._data
+
+    def reopen(self) -> MemoryRawSnapshotReader:
+        return MemoryRawSnapshotReader(self._snapshot_id, self._data)
 
     def close(self) -> None:
         # Nothing to release; the bytes stay readable for whoever still holds this reader.
@@ -282,6 +289,18 @@ class FileRawSnapshotReader:
                 "after it was frozen"
             )
         return data
+
+    def reopen(self) -> FileRawSnapshotReader:
+        # A duplicate descriptor, not a new open: it reads the same file even once the
+        # snapshot has been renamed away and unlinked by the cleaner.
+        fd = self._fd
+        if fd is None:
+            raise IllegalStateError(f"reopen of the closed snapshot reader {self.path}")
+        try:
+            duplicate = os.dup(fd)
+        except OSError as exc:
+            raise StorageError(f"cannot reopen the snapshot {self.path}: {exc}") from exc
+        return FileRawSnapshotReader(self.path, self._snapshot_id, duplicate, self._size)
 
     def close(self) -> None:
         fd, self._fd = self._fd, None

@@ -494,3 +494,68 @@ def test_a_log_start_file_past_the_log_end_empties_the_log_onto_its_snapshot(
         check_start_invariants(log)
     finally:
         log.close()
+
+
+# -- descriptors -----------------------------------------------------------------------------
+
+
+def _descriptors_on(directory: Path) -> list[str]:
+    """What this process's open descriptors point at under ``directory`` (Linux's /proc)."""
+    targets = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue  # closed meanwhile (the listing's own descriptor)
+        if target.startswith(str(directory)):
+            targets.append(target)
+    return targets
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
+def test_a_cleaned_snapshot_leaves_no_descriptor_open(tmp_path: Path) -> None:
+    """The cleaner closes the log's own reader of each snapshot it deletes, so a node that
+    snapshots for weeks does not pile up descriptors of unlinked files (and their disk space)."""
+    log = open_log(
+        tmp_path / "log",
+        SnapshotRetention(retained_snapshots=1, retention_bytes=None, retention_ms=None),
+    )
+    try:
+        for _ in range(30):
+            fill(log, 1)
+            log.update_high_watermark(log.log_end_offset)
+            snapshot(log, log.log_end_offset)
+            log.maybe_clean(0)
+        held = [t for t in _descriptors_on(tmp_path) if t.endswith(".checkpoint")]
+        deleted = [t for t in _descriptors_on(tmp_path) if "deleted" in t]
+        assert deleted == []
+        assert held == [str(snapshot_path(tmp_path / "log", log.snapshot_ids()[0]))]
+    finally:
+        log.close()
+    assert [t for t in _descriptors_on(tmp_path) if "checkpoint" in t] == []
+
+
+def test_a_reader_handed_out_is_the_callers_and_outlives_the_logs(tmp_path: Path) -> None:
+    """read_snapshot gives the caller a reader of its own: closing it leaves the log's
+    reader open, and it keeps reading after the cleaner deletes the snapshot."""
+    log = open_log(
+        tmp_path / "log",
+        SnapshotRetention(retained_snapshots=1, retention_bytes=None, retention_ms=None),
+    )
+    try:
+        fill(log, 2)
+        log.update_high_watermark(4)
+        snapshot(log, 2)
+        first = log.read_snapshot(OffsetAndEpoch(2, 1))
+        assert first is not None
+        first.close()
+        second = log.read_snapshot(OffsetAndEpoch(2, 1))
+        assert second is not None
+        whole = second.records()  # the log's reader was not closed with the first
+        snapshot(log, 4)
+        assert log.maybe_clean(0)
+        assert log.read_snapshot(OffsetAndEpoch(2, 1)) is None
+        assert second.records() == whole
+        second.close()
+    finally:
+        log.close()

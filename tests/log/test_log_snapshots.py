@@ -784,8 +784,8 @@ def test_snapshot_retention_refuses_bad_values(kwargs: dict[str, int]) -> None:
 def test_a_reader_handed_out_keeps_reading_after_the_cleaner_deletes_its_snapshot(
     kind: str, tmp_path: Path
 ) -> None:
-    """docs/snapshots.md, Durability: 'A reader already open keeps reading: the descriptor
-    outlives the unlink, so a transfer in progress is not broken by the cleaner.'"""
+    """docs/snapshots.md, Durability: 'A reader already handed out keeps reading' after the
+    cleaner deletes its snapshot (for a file, through a duplicate descriptor)."""
     retention = SnapshotRetention(retained_snapshots=1, retention_bytes=None, retention_ms=None)
     log: AnyLog = (
         MemoryLog(retention)
