@@ -103,7 +103,6 @@ class MessageRouter:
         """Send what ``node``'s outbox holds."""
         messages = node.channel.drain()
         now = self.clock.now_ms()
-        events = self.events
         for envelope in messages:
             destination = envelope.destination
             alias: int | None = None
@@ -117,45 +116,37 @@ class MessageRouter:
             target = self.nodes.get(destination)
             name = type(envelope.body).__name__
             if target is None:
-                events.emit(
-                    now,
-                    "message_dropped",
-                    node=node.node_id,
-                    peer=destination,
-                    message=name,
-                    details={"reason": "unknown destination"},
+                self._message_event(
+                    now, "message_dropped", node, destination, name, "unknown destination"
                 )
                 continue
             if self.message_events:
-                events.emit(
-                    now,
-                    "message_sent",
-                    node=node.node_id,
-                    peer=destination,
-                    message=name,
-                )
+                self._message_event(now, "message_sent", node, destination, name)
             times = self.network.delivery_times(node.node_id, destination, now)
             if not times:
-                events.emit(
-                    now,
-                    "message_dropped",
-                    node=node.node_id,
-                    peer=destination,
-                    message=name,
-                    details={"reason": "lost"},
-                )
+                self._message_event(now, "message_dropped", node, destination, name, "lost")
                 continue
             if len(times) > 1 and self.message_events:
-                events.emit(
-                    now,
-                    "message_duplicated",
-                    node=node.node_id,
-                    peer=destination,
-                    message=name,
-                )
+                self._message_event(now, "message_duplicated", node, destination, name)
             transit = Transit(node, target, alias, envelope)
             for at in times:
                 self._deliver_at(at, transit)
+
+    def _message_event(
+        self, now: int, kind: str, node: SimNode, peer: int, message: str, reason: str = ""
+    ) -> None:
+        """A message's event: sent, duplicated, or dropped (with ``reason``)."""
+        if reason:
+            self.events.emit(
+                now,
+                kind,
+                node=node.node_id,
+                peer=peer,
+                message=message,
+                details={"reason": reason},
+            )
+        else:
+            self.events.emit(now, kind, node=node.node_id, peer=peer, message=message)
 
     def _resolve_bootstrap(self, alias: int) -> int:
         index = -2 - alias
