@@ -27,6 +27,7 @@ __all__ = [
     "Errors",
     "FencedLeaderEpochError",
     "FrameError",
+    "FrameBudgetExceededError",
     "FrameTooLargeError",
     "InconsistentClusterIdError",
     "InconsistentVoterSetError",
@@ -402,6 +403,19 @@ class FrameTooLargeError(FrameError):
         super().__init__(f"frame of {size} bytes is above the maximum of {max_frame_size} bytes")
         self.size = size
         self.max_frame_size = max_frame_size
+
+
+class FrameBudgetExceededError(FrameError):
+    """A partially received frame needs more bytes than its decoder's shared budget has left
+    (Kafka's ``queued.max.request.bytes``): the connection holding it is closed."""
+
+    def __init__(self, held: int, budget_limit: int) -> None:
+        super().__init__(
+            f"a partial frame of {held} bytes does not fit in the budget of {budget_limit} "
+            "bytes for partially received frames"
+        )
+        self.held = held
+        self.budget_limit = budget_limit
 
 
 class MalformedFrameError(FrameError):

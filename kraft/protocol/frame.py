@@ -12,6 +12,21 @@ Theory of operation
     it). It never reads a socket, never blocks, and holds at most one frame's bytes plus one
     chunk. The runtime and the tests use the same code.
 
+Memory
+    The bytes of a frame still arriving are held in one ``bytearray``. Once a frame is handed
+    out, its bytes are let go: a buffer that is all consumed is replaced by an empty one, and
+    a half-consumed one by a copy of its rest, so a 15 MiB frame does not keep 15 MiB alive
+    for the rest of the connection. :meth:`FrameDecoder.close` lets everything go at once.
+
+    Decoders may share a :class:`FrameBudget` (the runtime gives one to every inbound
+    connection: Kafka's ``queued.max.request.bytes``). A decoder holding a partial frame above
+    its ``free_bytes`` reserves the excess from the budget as the bytes arrive, each time
+    ``next_frame`` finds no complete frame; a reservation the budget cannot grant raises
+    :class:`FrameBudgetExceededError`. Nothing is reserved upfront for a declared length, so
+    a peer must send the bytes it makes the node hold. The free part keeps ordinary requests
+    (a few hundred bytes, pipelined) away from the budget: a peer filling the budget cannot
+    make another peer's small requests fail.
+
     Bad bytes raise a :class:`~kraft.protocol.errors.FrameError` and nothing else: a declared
     length above the decoder's maximum raises :class:`FrameTooLargeError` as soon as the 4
     length bytes are in (so the runtime stops reading before the body arrives), and a body that
@@ -36,6 +51,7 @@ import msgspec
 from kraft.common.limits import INT32_MAX
 from kraft.common.uuids import ZERO_UUID
 from kraft.protocol.errors import (
+    FrameBudgetExceededError,
     FrameError,
     FrameTooLargeError,
     MalformedFrameError,
@@ -44,9 +60,11 @@ from kraft.protocol.errors import (
 from kraft.protocol.messages import Request, Response
 
 __all__ = [
+    "DEFAULT_FREE_PARTIAL_BYTES",
     "DEFAULT_MAX_FRAME_SIZE",
     "FRAME_LENGTH_SIZE",
     "MAX_FRAME_SIZE_LIMIT",
+    "FrameBudget",
     "FrameDecoder",
     "RequestFrame",
     "RequestFrameDecoder",
@@ -67,6 +85,10 @@ MAX_FRAME_SIZE_LIMIT = INT32_MAX
 #: The default maximum frame size: room for an 8 MiB fetch (KafkaRaftClient's
 #: MAX_FETCH_SIZE_BYTES) or an 8 MiB batch, and the message around it.
 DEFAULT_MAX_FRAME_SIZE = 16 * 1024 * 1024
+#: Bytes of a partial frame a decoder holds without reserving them from its budget: far above
+#: any request a replica sends (Vote, Fetch, ... are a few hundred bytes), so a full budget
+#: never refuses a replica's ordinary, pipelined requests.
+DEFAULT_FREE_PARTIAL_BYTES = 64 * 1024
 
 
 class _Header(msgspec.Struct, frozen=True, array_like=True):
@@ -185,6 +207,34 @@ def encode_response(
     return _frame_bytes(_RESPONSE_ENCODER, ResponseFrame(header, body), max_frame_size)
 
 
+class FrameBudget:
+    """Bytes that decoders sharing it may hold in partial frames, beyond their free part.
+
+    Not thread-safe: the decoders sharing one run on one thread (the runtime's trio thread).
+    ``in_use`` may be read from another thread (a metrics scrape): an int read is atomic.
+    """
+
+    __slots__ = ("in_use", "limit")
+
+    def __init__(self, limit: int) -> None:
+        if limit < 0:
+            raise ValueError(f"a frame budget cannot be negative, got {limit}")
+        self.limit = limit
+        #: Bytes reserved now.
+        self.in_use = 0
+
+    def try_reserve(self, size: int) -> bool:
+        """Reserve ``size`` more bytes; ``False`` (nothing reserved) if they do not fit."""
+        if self.in_use + size > self.limit:
+            return False
+        self.in_use += size
+        return True
+
+    def release(self, size: int) -> None:
+        """Give back ``size`` reserved bytes."""
+        self.in_use -= size
+
+
 FrameT = TypeVar("FrameT", RequestFrame, ResponseFrame)
 
 
@@ -202,16 +252,27 @@ class FrameDecoder(ABC, Generic[FrameT]):
     See the module docstring for the errors and why the decoder stays broken after one.
     """
 
-    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+    def __init__(
+        self,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        *,
+        budget: FrameBudget | None = None,
+        free_bytes: int = DEFAULT_FREE_PARTIAL_BYTES,
+    ) -> None:
         if not 0 < max_frame_size <= MAX_FRAME_SIZE_LIMIT:
             raise ValueError(
                 f"max_frame_size must be in [1, {MAX_FRAME_SIZE_LIMIT}], got {max_frame_size}"
             )
+        if free_bytes < 0:
+            raise ValueError(f"free_bytes cannot be negative, got {free_bytes}")
         self._max_frame_size = max_frame_size
         self._buffer = bytearray()
         self._start = 0  # where the unconsumed bytes begin in _buffer
         self._length: int | None = None  # body length of the frame in progress, once known
         self._error: FrameError | None = None
+        self._budget = budget
+        self._free_bytes = free_bytes
+        self._reserved = 0  # bytes this decoder holds reserved from the budget
 
     @property
     def max_frame_size(self) -> int:
@@ -223,6 +284,11 @@ class FrameDecoder(ABC, Generic[FrameT]):
         """Bytes fed but not yet handed out as frames (length prefixes included)."""
         pending = len(self._buffer) - self._start
         return pending + (FRAME_LENGTH_SIZE if self._length is not None else 0)
+
+    @property
+    def reserved_bytes(self) -> int:
+        """Bytes this decoder holds reserved from its budget (0 without one)."""
+        return self._reserved
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         """Add bytes read from the stream.
@@ -248,6 +314,7 @@ class FrameDecoder(ABC, Generic[FrameT]):
         self._read_length()
         length = self._length
         if length is None or len(self._buffer) - self._start < length:
+            self._settle_reservation()
             return None
         end = self._start + length
         view = memoryview(self._buffer)[self._start : end]
@@ -262,7 +329,7 @@ class FrameDecoder(ABC, Generic[FrameT]):
             view.release()  # a bytearray cannot be resized while a view of it is alive
         self._start = end
         self._length = None
-        self._compact()
+        self._let_go_of_consumed()
         # Check the next length now (a too-large one breaks the decoder for the next call) so
         # that the caller stops reading before that frame's body; this frame is still handed out.
         with contextlib.suppress(FrameError):
@@ -273,6 +340,12 @@ class FrameDecoder(ABC, Generic[FrameT]):
         """Every frame that is complete now."""
         while (frame := self.next_frame()) is not None:
             yield frame
+
+    def close(self) -> None:
+        """Let go of the buffered bytes and give back the reservation (idempotent); the
+        decoder is unusable afterwards. Call it when the connection ends."""
+        if self._error is None:
+            self._fail(MalformedFrameError("the decoder is closed"))
 
     @abstractmethod
     def _decode(self, payload: memoryview) -> FrameT:
@@ -290,17 +363,39 @@ class FrameDecoder(ABC, Generic[FrameT]):
         self._start = prefix_end
         self._length = length
 
-    def _compact(self) -> None:
-        # Drop consumed bytes once they are at least half the buffer: amortised O(1) per byte.
-        if self._start and self._start * 2 >= len(self._buffer):
-            del self._buffer[: self._start]
+    def _let_go_of_consumed(self) -> None:
+        # Drop consumed bytes once they are at least half the buffer (amortised O(1) per byte)
+        # by replacing the buffer: ``del buffer[:n]`` would keep the allocation, and with it
+        # the size of the largest frame ever received, alive as long as the connection.
+        if self._start == len(self._buffer):
+            self._buffer = bytearray()
             self._start = 0
+        elif self._start * 2 >= len(self._buffer):
+            self._buffer = self._buffer[self._start :]
+            self._start = 0
+
+    def _settle_reservation(self) -> None:
+        """Reserve (or give back) what the partial frame now holds beyond the free part."""
+        budget = self._budget
+        if budget is None:
+            return
+        held = self.buffered_bytes
+        wanted = max(0, held - self._free_bytes)
+        if wanted > self._reserved:
+            if not budget.try_reserve(wanted - self._reserved):
+                raise self._fail(FrameBudgetExceededError(held, budget.limit))
+        elif wanted < self._reserved:
+            budget.release(self._reserved - wanted)
+        self._reserved = wanted
 
     def _fail(self, error: FrameError) -> FrameError:
         self._error = error
         self._buffer = bytearray()
         self._start = 0
         self._length = None
+        if self._budget is not None:
+            self._budget.release(self._reserved)
+        self._reserved = 0
         return error
 
     def _raise_if_broken(self) -> None:

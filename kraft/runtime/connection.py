@@ -218,13 +218,19 @@ class OutboundConnection(Connection):
 
 
 class InboundConnection(Connection):
-    """A connection a peer opened; ``pending`` holds the channel ids of its unanswered requests."""
+    """A connection a peer opened; ``pending`` holds the channel ids of its unanswered requests.
 
-    __slots__ = ("pending",)
+    ``host`` is the peer's address (what ``max_connections_per_ip`` counts), ``reserved``
+    whether it took one of the connections kept for voters beyond ``max_connections``.
+    """
 
-    def __init__(self, label: str, write_limit: int) -> None:
+    __slots__ = ("host", "pending", "reserved")
+
+    def __init__(self, label: str, write_limit: int, host: str = "", reserved: bool = False):
         super().__init__(label, write_limit)
         self.pending: set[int] = set()
+        self.host = host
+        self.reserved = reserved
 
 
 class Peer:

@@ -6,6 +6,16 @@ queue under a channel-unique correlation id; the table of unanswered requests ma
 the connection and the peer's own id, so that the channel's ``respond`` finds where the answer
 goes. A connection that closes forgets its unanswered requests (a late response is dropped).
 Runs on the channel's trio thread only.
+
+Limits (:class:`~kraft.runtime.limits.ConnectionLimits`, docs/transport.md "Limits")
+    A connection accepted beyond ``max_connections`` or ``max_connections_per_ip`` is closed
+    at once, unless it comes from a voter's address and one of the connections kept for
+    voters is free. A connection that sends nothing for ``connections_max_idle_ms``, or whose
+    partial request makes no progress (no frame completes) for a request timeout, is closed:
+    its peer has given up on that request anyway. Partial requests beyond each connection's
+    free part share one :class:`~kraft.protocol.frame.FrameBudget`; the connection that
+    cannot get its share is closed. Each of these is counted in
+    :class:`~kraft.runtime.limits.ConnectionStats` and logged at most once a minute per cause.
 """
 
 from __future__ import annotations
@@ -18,10 +28,11 @@ from typing import Final
 import trio
 
 from kraft.common.clock import Clock
+from kraft.common.ratelimit import LogLimiter
 from kraft.config import Endpoint
 from kraft.protocol.envelope import InboundRequest
-from kraft.protocol.errors import FrameError
-from kraft.protocol.frame import RequestFrameDecoder
+from kraft.protocol.errors import FrameBudgetExceededError, FrameError
+from kraft.protocol.frame import FrameBudget, RequestFrameDecoder
 from kraft.raft.channel import RaftMessageQueue
 from kraft.runtime.connection import (
     IO_ERRORS,
@@ -31,6 +42,7 @@ from kraft.runtime.connection import (
     failure_level,
     write_until_broken,
 )
+from kraft.runtime.limits import VOTER_RESERVED_CONNECTIONS, ConnectionLimits, ConnectionStats
 
 __all__ = ["InboundServer", "UnansweredRequests"]
 
@@ -39,6 +51,9 @@ logger = logging.getLogger("kraft.runtime.transport")
 
 #: Pause after the listener fails to accept for lack of resources (too many open files).
 _ACCEPT_ERROR_PAUSE_S: Final = 0.1
+#: A line that can repeat for every connection (a refusal, a close on a limit) is logged at
+#: most this often, per cause.
+_LIMIT_LOG_INTERVAL_MS: Final = 60_000
 
 #: Channel correlation id -> the connection a request came on and the peer's correlation id.
 UnansweredRequests = dict[int, tuple[InboundConnection, int]]
@@ -46,7 +61,11 @@ UnansweredRequests = dict[int, tuple[InboundConnection, int]]
 
 class InboundServer:
     """Serves the connections peers open to a channel's listener; ``unanswered`` is the
-    channel's table, filled here and emptied by the channel as it answers."""
+    channel's table, filled here and emptied by the channel as it answers.
+
+    ``max_connections`` is the resolved ``limits.max_connections``; ``voter_hosts`` are the
+    addresses the voters' names resolve to, whose connections may use the reserved ones.
+    """
 
     def __init__(
         self,
@@ -58,8 +77,12 @@ class InboundServer:
         unanswered: UnansweredRequests,
         max_frame_size: int,
         write_limit: int,
-        handshake_timeout_s: float,
+        request_timeout_s: float,
         tls_context: ssl.SSLContext | None,
+        limits: ConnectionLimits,
+        max_connections: int,
+        voter_hosts: frozenset[str],
+        stats: ConnectionStats,
     ) -> None:
         self._address = address
         self._queue = queue
@@ -68,10 +91,28 @@ class InboundServer:
         self._unanswered = unanswered
         self._max_frame_size = max_frame_size
         self._write_limit = write_limit
-        self._handshake_timeout_s = handshake_timeout_s
+        self._request_timeout_s = request_timeout_s
         self._tls_context = tls_context
+        self._limits = limits
+        self._max_connections = max_connections
+        self._idle_s = limits.connections_max_idle_ms / 1000
+        self._voter_hosts = voter_hosts
+        self._reserved_capacity = VOTER_RESERVED_CONNECTIONS * len(voter_hosts)
+        self._reserved_in_use = 0
+        self._per_host: dict[str, int] = {}
+        self._budget = FrameBudget(limits.queued_max_request_bytes)
+        self.stats = stats
+        self._log_limiters = {
+            cause: LogLimiter(_LIMIT_LOG_INTERVAL_MS)
+            for cause in ("accept", "refused", "idle", "slow", "budget")
+        }
         #: The open connections (read by the channel's introspection from other threads).
         self.connections: set[InboundConnection] = set()
+
+    @property
+    def budget(self) -> FrameBudget:
+        """The budget the connections' partial requests share."""
+        return self._budget
 
     async def accept_loop(self, listener: trio.SocketListener, nursery: trio.Nursery) -> None:
         """Accept connections until cancelled, each served by a task in ``nursery``."""
@@ -80,20 +121,84 @@ class InboundServer:
                 try:
                     stream = await listener.accept()
                 except OSError as exc:  # out of file descriptors or memory: wait, retry
-                    logger.error("listener on %s cannot accept: %s", self._address, exc)
+                    self._log_limited(
+                        "accept",
+                        logging.ERROR,
+                        "listener on %s cannot accept, pausing %.1f s (logged at most once a "
+                        "minute): %s",
+                        self._address,
+                        _ACCEPT_ERROR_PAUSE_S,
+                        exc,
+                    )
                     await trio.sleep(_ACCEPT_ERROR_PAUSE_S)
                     continue
-                nursery.start_soon(self._serve, stream)
+                connection = self._admit(stream)
+                if connection is None:
+                    await trio.aclose_forcefully(stream)
+                    continue
+                nursery.start_soon(self._serve, connection, stream)
 
-    async def _serve(self, tcp_stream: trio.SocketStream) -> None:
+    def _admit(self, stream: trio.SocketStream) -> InboundConnection | None:
+        """The connection ``stream`` becomes, counted against the limits; ``None`` (refused,
+        counted and logged) when a limit is reached."""
         try:
-            host, port = tcp_stream.socket.getpeername()[:2]
-            label = f"from {host}:{port}"
+            host, port = stream.socket.getpeername()[:2]
         except OSError:
-            label = "from an unknown peer"
-        connection = InboundConnection(label, self._write_limit)
-        stream: trio.abc.Stream = tcp_stream
+            host, port = "", 0  # already reset by the peer: counted under no address
+        limits = self._limits
+        open_at_host = self._per_host.get(host, 0)
+        over_host = open_at_host >= limits.max_connections_per_ip
+        over_total = len(self.connections) - self._reserved_in_use >= self._max_connections
+        reserved = False
+        if over_host or over_total:
+            if host not in self._voter_hosts or self._reserved_in_use >= self._reserved_capacity:
+                if over_host:
+                    self.stats.refused_per_ip += 1
+                    limit = f"max_connections_per_ip ({limits.max_connections_per_ip})"
+                    refused = self.stats.refused_per_ip
+                else:
+                    self.stats.refused_max_connections += 1
+                    limit = f"max_connections ({self._max_connections})"
+                    refused = self.stats.refused_max_connections
+                self._log_limited(
+                    "refused",
+                    logging.WARNING,
+                    "refusing a connection from %s: %s reached, %d connections open (%d "
+                    "refused so far on this limit; logged at most once a minute)",
+                    host,
+                    limit,
+                    len(self.connections),
+                    refused,
+                )
+                return None
+            reserved = True
+            self._reserved_in_use += 1
+        self._per_host[host] = open_at_host + 1
+        connection = InboundConnection(
+            f"from {host}:{port}" if host else "from an unknown peer",
+            self._write_limit,
+            host,
+            reserved,
+        )
         self.connections.add(connection)
+        return connection
+
+    def _forget(self, connection: InboundConnection) -> None:
+        self.connections.discard(connection)
+        if connection.reserved:
+            self._reserved_in_use -= 1
+        left = self._per_host[connection.host] - 1
+        if left:
+            self._per_host[connection.host] = left
+        else:
+            del self._per_host[connection.host]
+
+    def _log_limited(self, cause: str, level: int, message: str, *args: object) -> None:
+        if self._log_limiters[cause].allow(self._clock.now_ms()):
+            logger.log(level, message, *args)
+
+    async def _serve(self, connection: InboundConnection, tcp_stream: trio.SocketStream) -> None:
+        stream: trio.abc.Stream = tcp_stream
         try:
             with connection.scope:
                 if self._tls_context is not None:
@@ -110,7 +215,7 @@ class InboundServer:
         finally:
             connection.close("ended")
             await trio.aclose_forcefully(stream)
-            self.connections.discard(connection)
+            self._forget(connection)
             with connection.lock:
                 pending = list(connection.pending)
                 connection.pending.clear()
@@ -127,7 +232,7 @@ class InboundServer:
         when it fails or takes longer than a request may."""
         tls_stream = trio.SSLStream(tcp_stream, context, server_side=True)
         try:
-            with trio.fail_after(self._handshake_timeout_s):
+            with trio.fail_after(self._request_timeout_s):
                 await tls_stream.do_handshake()
         except (trio.TooSlowError, *IO_ERRORS) as exc:
             # Logged before the socket closes: the client learns of the refusal only from the
@@ -138,35 +243,103 @@ class InboundServer:
         return tls_stream
 
     async def _read_requests(self, connection: InboundConnection, stream: trio.abc.Stream) -> None:
-        decoder = RequestFrameDecoder(self._max_frame_size)
+        decoder = RequestFrameDecoder(self._max_frame_size, budget=self._budget)
         unanswered = self._unanswered
         pending = connection.pending
         queue = self._queue
         ids = self._ids
+        stats = self.stats
+        idle_s = self._idle_s
+        held = 0  # bytes of a partial request the decoder holds (counted in the stats)
+        # When the partial request held began, or last made progress (a frame completed).
+        partial_since: float | None = None
         try:
-            while data := await stream.receive_some(READ_CHUNK_SIZE):
-                decoder.feed(data)
-                received_ms = self._clock.now_ms()
-                for frame in decoder:
-                    header = frame.header
-                    channel_id = next(ids)
-                    with connection.lock:
-                        pending.add(channel_id)
-                    unanswered[channel_id] = (connection, header.correlation_id)
-                    queue.add(
-                        InboundRequest(
-                            correlation_id=channel_id,
-                            source=header.source_replica_id,
-                            source_directory_id=header.source_directory_id,
-                            cluster_id=header.cluster_id,
-                            body=frame.body,
-                            received_ms=received_ms,
-                            api_version=header.api_version,
+            # One scope for the whole loop, its deadline moved after each read: the idle
+            # deadline, or the partial request's if it comes first.
+            with trio.CancelScope(deadline=trio.current_time() + idle_s) as deadlines:
+                while data := await stream.receive_some(READ_CHUNK_SIZE):
+                    now = trio.current_time()
+                    decoder.feed(data)
+                    received_ms = self._clock.now_ms()
+                    completed = False
+                    for frame in decoder:
+                        completed = True
+                        header = frame.header
+                        channel_id = next(ids)
+                        with connection.lock:
+                            pending.add(channel_id)
+                        unanswered[channel_id] = (connection, header.correlation_id)
+                        queue.add(
+                            InboundRequest(
+                                correlation_id=channel_id,
+                                source=header.source_replica_id,
+                                source_directory_id=header.source_directory_id,
+                                cluster_id=header.cluster_id,
+                                body=frame.body,
+                                received_ms=received_ms,
+                                api_version=header.api_version,
+                            )
                         )
-                    )
+                    buffered = decoder.buffered_bytes
+                    stats.partial_request_bytes += buffered - held
+                    held = buffered
+                    if not buffered:
+                        partial_since = None
+                    elif completed or partial_since is None:
+                        partial_since = now
+                    deadlines.deadline = now + idle_s
+                    if partial_since is not None:
+                        deadlines.deadline = min(
+                            deadlines.deadline, partial_since + self._request_timeout_s
+                        )
+            if deadlines.cancelled_caught:
+                self._close_on_deadline(connection, held, partial_since)
+                return
             decoder.feed_eof()
             connection.close("closed by the peer")
+        except FrameBudgetExceededError as exc:
+            stats.closed_request_bytes += 1
+            connection.close(f"request refused: {exc}")
+            self._log_limited(
+                "budget",
+                logging.WARNING,
+                "closing connection %s: %s (queued_max_request_bytes; %d closed so far, "
+                "logged at most once a minute)",
+                connection.label,
+                exc,
+                stats.closed_request_bytes,
+            )
         except FrameError as exc:
             connection.close(f"bad request: {exc}", logging.ERROR)
         except IO_ERRORS as exc:
             connection.close(f"read failed: {describe_error(exc)}", failure_level(exc))
+        finally:
+            stats.partial_request_bytes -= held
+            decoder.close()
+
+    def _close_on_deadline(
+        self, connection: InboundConnection, held: int, partial_since: float | None
+    ) -> None:
+        stats = self.stats
+        if partial_since is not None and (
+            trio.current_time() >= partial_since + self._request_timeout_s
+        ):
+            stats.closed_slow_request += 1
+            reason = (
+                f"a request incomplete for {self._request_timeout_s:.3f} s ({held} bytes "
+                "received; a request timeout)"
+            )
+            cause, level, count = "slow", logging.WARNING, stats.closed_slow_request
+        else:
+            stats.closed_idle += 1
+            reason = f"idle for {self._limits.connections_max_idle_ms} ms (connections_max_idle_ms)"
+            cause, level, count = "idle", logging.INFO, stats.closed_idle
+        connection.close(reason)
+        self._log_limited(
+            cause,
+            level,
+            "closing connection %s: %s (%d closed so far, logged at most once a minute)",
+            connection.label,
+            reason,
+            count,
+        )

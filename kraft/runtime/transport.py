@@ -26,8 +26,12 @@ Theory of operation
     ``reconnect.backoff.ms`` / ``reconnect.backoff.max.ms``); the backoff counts from the start
     of the last attempt and resets once a connection is established.
 
-    Inbound, the listener (:class:`~kraft.runtime.inbound.InboundServer`) accepts any number
-    of connections. Each request frame becomes an ``InboundRequest`` whose correlation id is
+    Inbound, the listener (:class:`~kraft.runtime.inbound.InboundServer`) accepts connections
+    within the limits of :class:`~kraft.runtime.limits.ConnectionLimits` (Kafka's
+    ``max.connections``, ``max.connections.per.ip``, ``connections.max.idle.ms`` and
+    ``queued.max.request.bytes``; docs/transport.md "Limits"); outbound connections, which
+    this node opens to the voters, are not subject to them. Each request frame becomes an
+    ``InboundRequest`` whose correlation id is
     replaced by a channel-unique one, remembered with the connection and the peer's own id, so
     that ``respond`` finds where the answer goes and under which id. Forgetting is what bounds
     this table: ``respond`` forgets its entry, and a closed connection forgets all of its own
@@ -63,7 +67,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Final
 
 import trio
@@ -100,6 +104,7 @@ from kraft.runtime.connection import (
     write_until_broken,
 )
 from kraft.runtime.inbound import InboundServer, UnansweredRequests
+from kraft.runtime.limits import ConnectionLimits, ConnectionStats, default_max_connections
 from kraft.runtime.tls import TlsConfig
 
 __all__ = ["TrioNetworkChannel"]
@@ -135,9 +140,9 @@ class TrioNetworkChannel:
 
     ``peers`` maps destination ids (negative ids for bootstrap servers) to their addresses;
     ``listen`` is where to accept peers' connections (``None``: accept none; port 0: any free
-    port, see :attr:`listen_address`). Requests go out as replica ``node_id`` (``None``: -1,
-    anonymous) of ``cluster_id`` with ``directory_id``. See the module docstring for the
-    behaviour; ``start`` before use, ``close`` at the end.
+    port, see :attr:`listen_address`), within ``limits``. Requests go out as replica
+    ``node_id`` (``None``: -1, anonymous) of ``cluster_id`` with ``directory_id``. See the
+    module docstring for the behaviour; ``start`` before use, ``close`` at the end.
     """
 
     def __init__(
@@ -156,6 +161,7 @@ class TrioNetworkChannel:
         tls: TlsConfig | None = None,
         directory_id: uuid.UUID = ZERO_UUID,
         thread_name: str | None = None,
+        limits: ConnectionLimits | None = None,
     ) -> None:
         if request_timeout_ms <= 0:
             raise ValueError(f"request_timeout_ms must be positive, got {request_timeout_ms}")
@@ -178,6 +184,9 @@ class TrioNetworkChannel:
         self._backoff_s = reconnect_backoff_ms / 1000
         self._backoff_max_s = reconnect_backoff_max_ms / 1000
         self._tls = tls
+        self._limits = limits or ConnectionLimits()
+        #: What the listener's limits did (see :meth:`transport_metrics`).
+        self.stats = ConnectionStats()
         self._random = random.Random()
         node_name = "anonymous" if node_id is None else str(node_id)
         self._thread_name = thread_name or f"kraft-{node_name}-net"
@@ -227,6 +236,7 @@ class TrioNetworkChannel:
             self._listen_socket = _bind(self._listen)
             port = self._listen_socket.getsockname()[1]
             self._listen_address = Endpoint(self._listen.host, port)
+            max_connections = self._limits.max_connections or default_max_connections()
             self._server = InboundServer(
                 address=self._listen_address,
                 queue=self._queue,
@@ -235,8 +245,12 @@ class TrioNetworkChannel:
                 unanswered=self._inbound,
                 max_frame_size=self._max_frame_size,
                 write_limit=self._write_limit,
-                handshake_timeout_s=self._request_timeout_s,
+                request_timeout_s=self._request_timeout_s,
                 tls_context=server_context,
+                limits=self._limits,
+                max_connections=max_connections,
+                voter_hosts=_voter_hosts(self._peers.values()),
+                stats=self.stats,
             )
         ready = threading.Event()
         self._thread = threading.Thread(
@@ -278,6 +292,20 @@ class TrioNetworkChannel:
     def inbound_connection_count(self) -> int:
         """Connections peers have open to this node's listener."""
         return 0 if self._server is None else len(self._server.connections)
+
+    def transport_metrics(self) -> dict[str, int]:
+        """What the listener's limits did, by metric name (docs/metrics.md); safe from any
+        thread."""
+        stats = self.stats
+        return {
+            "connections-refused-max-connections-total": stats.refused_max_connections,
+            "connections-refused-per-ip-total": stats.refused_per_ip,
+            "connections-closed-idle-total": stats.closed_idle,
+            "connections-closed-slow-request-total": stats.closed_slow_request,
+            "connections-closed-request-bytes-total": stats.closed_request_bytes,
+            "inbound-connections": self.inbound_connection_count,
+            "partial-request-bytes": stats.partial_request_bytes,
+        }
 
     @property
     def is_running(self) -> bool:
@@ -691,6 +719,29 @@ class TrioNetworkChannel:
         connection, peer_correlation_id = entry
         if not connection.closed:
             connection.write(self._encode_response(peer_correlation_id, response))
+
+
+def _voter_hosts(peers: Iterable[Peer]) -> frozenset[str]:
+    """The addresses the voters' hosts resolve to (bootstrap servers, with negative ids, are
+    not voters): their connections may use the ones reserved beyond ``max_connections``."""
+    hosts: set[str] = set()
+    for peer in peers:
+        if peer.peer_id < 0:
+            continue
+        try:
+            infos = socket.getaddrinfo(
+                peer.address.host, peer.address.port, type=socket.SOCK_STREAM
+            )
+        except OSError as exc:
+            logger.warning(
+                "cannot resolve voter %d's host %s (its connections get no reserved slot): %s",
+                peer.peer_id,
+                peer.address.host,
+                exc,
+            )
+            continue
+        hosts.update(str(info[4][0]) for info in infos)
+    return frozenset(hosts)
 
 
 def _bind(address: Endpoint) -> socket.socket:
