@@ -43,7 +43,7 @@ import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from kraft.common.clock import Clock
@@ -73,6 +73,7 @@ __all__ = [
     "MetricsServer",
     "PrometheusExporter",
     "RaftMetrics",
+    "TransportMetricsSource",
     "WindowedStat",
     "WindowedTimeRatio",
     "start_prometheus_server",
@@ -131,6 +132,20 @@ METRIC_DESCRIPTIONS: Final[dict[str, str]] = {
     "counter for Prometheus).",
     "fetch-records-total": "Records appended from fetches since start (a kraft addition: a "
     "counter for Prometheus).",
+    # The listener's limits (kraft additions; Kafka's socket-server-metrics count differently).
+    "connections-refused-max-connections-total": "Inbound connections refused since start "
+    "because max_connections were open.",
+    "connections-refused-per-ip-total": "Inbound connections refused since start because "
+    "max_connections_per_ip were open from their address.",
+    "connections-closed-idle-total": "Inbound connections closed since start after "
+    "connections_max_idle_ms without a byte.",
+    "connections-closed-slow-request-total": "Inbound connections closed since start because a "
+    "request stayed incomplete for a request timeout (slowloris).",
+    "connections-closed-request-bytes-total": "Inbound connections closed since start because "
+    "their partial request did not fit in queued_max_request_bytes.",
+    "inbound-connections": "Connections peers have open to this node's listener.",
+    "partial-request-bytes": "Bytes held now in partially received requests, over all "
+    "inbound connections.",
 }
 
 _EXTRA_HINT: Final = "install the extra: pip install 'kraft[metrics]'"
@@ -322,9 +337,17 @@ def _uuid_text(value: uuid.UUID | None) -> str:
     return uuid_to_text(ZERO_UUID if value is None else value)
 
 
+class TransportMetricsSource(Protocol):
+    """What a transport reports of its limits, by metric name (``TrioNetworkChannel`` is one);
+    called from any thread."""
+
+    def transport_metrics(self) -> dict[str, int]: ...
+
+
 class RaftMetrics:
     """Kafka's ``raft-metrics`` for one replica: a :class:`~kraft.raft.channel.MetricsRecorder`
-    to hand to ``KafkaRaftClient(metrics=...)``, and the gauges of the client it is bound to.
+    to hand to ``KafkaRaftClient(metrics=...)``, and the gauges of the client it is bound to
+    (and of the transport, once :meth:`bind_transport` is called).
 
     ``clock`` must be the client's clock: the stats are read at ``clock.now_ms()``.
     """
@@ -333,6 +356,7 @@ class RaftMetrics:
         self._clock = clock
         self._lock = threading.Lock()
         self._client: KafkaRaftClient[Any] | None = None
+        self._transport: TransportMetricsSource | None = None
         self._commit_latency = WindowedStat(window)
         self._election_latency = WindowedStat(window)
         self._fetch_records = WindowedStat(window)
@@ -349,6 +373,10 @@ class RaftMetrics:
         it samples the log end once (later samples are taken on the poll thread)."""
         self._client = client
         self._sample_log_end()
+
+    def bind_transport(self, transport: TransportMetricsSource) -> None:
+        """Report ``transport``'s connection limits too (docs/metrics.md)."""
+        self._transport = transport
 
     @property
     def client(self) -> KafkaRaftClient[Any] | None:
@@ -419,6 +447,9 @@ class RaftMetrics:
             values["poll-idle-ratio-avg"] = self._poll_idle.ratio(now)
             values["append-records-total"] = self._append_records_total
             values["fetch-records-total"] = self._fetch_records_total
+        transport = self._transport
+        if transport is not None:
+            values.update(transport.transport_metrics())
         return values
 
     def _read_gauges(
@@ -496,8 +527,9 @@ def _prometheus() -> Any:
 
 #: Snapshot keys exported as counters (Prometheus appends ``_total`` itself).
 _COUNTERS: Final = {
-    "append-records-total": "append_records",
-    "fetch-records-total": "fetch_records",
+    key: key.removesuffix("-total").replace("-", "_")
+    for key in METRIC_DESCRIPTIONS
+    if key.endswith("-total")
 }
 #: Snapshot keys exported specially (a labelled state gauge, an info metric).
 _SPECIAL: Final = {"current-state", "current-vote-directory-id"}

@@ -9,6 +9,7 @@ for the quorum's timers, TLS and metrics::
     voters = "1@127.0.0.1:9091,2@127.0.0.1:9092,3@127.0.0.1:9093"
     # listen = "0.0.0.0:9091"                 # default: this node's address in `voters`
     # cluster_id = "..."                      # default: the data directory's meta.properties
+    # max_connections = 512                   # Kafka's names, translated (docs/operations.md)
 
     [quorum]                                  # any QuorumConfig field, e.g.
     election_timeout_ms = 1000
@@ -46,6 +47,7 @@ from kraft.config import (
     parse_voters,
 )
 from kraft.protocol.frame import DEFAULT_MAX_FRAME_SIZE, MAX_FRAME_SIZE_LIMIT
+from kraft.runtime.limits import ConnectionLimits
 from kraft.runtime.tls import TlsConfig
 
 __all__ = ["NodeConfig", "load_node_config"]
@@ -60,11 +62,17 @@ _TOP_KEYS = frozenset(
         "cluster_id",
         "max_frame_size",
         "segment_bytes",
+        "max_connections",
+        "max_connections_per_ip",
+        "connections_max_idle_ms",
+        "queued_max_request_bytes",
         "quorum",
         "tls",
         "metrics",
     }
 )
+#: The top-level keys of :class:`~kraft.runtime.limits.ConnectionLimits`.
+_LIMIT_KEYS = tuple(f.name for f in dataclasses.fields(ConnectionLimits))
 _TLS_KEYS = frozenset({"certfile", "keyfile", "cafile", "verify", "check_hostname"})
 _METRICS_KEYS = frozenset({"prometheus"})
 #: QuorumConfig fields a [quorum] table may set (voters and bootstrap servers are top level),
@@ -94,6 +102,9 @@ class NodeConfig:
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
     #: Log segment size in bytes (``None``: FileLog's default).
     segment_bytes: int | None = None
+    #: What peers' connections may hold (the top-level keys ``max_connections``,
+    #: ``max_connections_per_ip``, ``connections_max_idle_ms``, ``queued_max_request_bytes``).
+    limits: ConnectionLimits = dataclasses.field(default_factory=ConnectionLimits)
 
     def __post_init__(self) -> None:
         if self.node_id < 0:
@@ -208,6 +219,9 @@ def node_config_from_mapping(data: Mapping[str, Any], base_dir: Path) -> NodeCon
         extra["max_frame_size"] = _expect(data["max_frame_size"], int, "max_frame_size")
     if "segment_bytes" in data:
         extra["segment_bytes"] = _expect(data["segment_bytes"], int, "segment_bytes")
+    limits = {key: _expect(data[key], int, key) for key in _LIMIT_KEYS if key in data}
+    if limits:
+        extra["limits"] = ConnectionLimits(**limits)
     return NodeConfig(
         node_id=node_id,
         data_dir=data_dir,

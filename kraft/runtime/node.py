@@ -53,6 +53,7 @@ from kraft.record.serde import RecordSerde
 from kraft.runtime.clock import SystemClock
 from kraft.runtime.config import NodeConfig
 from kraft.runtime.driver import DEFAULT_SHUTDOWN_TIMEOUT_MS, RaftClientDriver
+from kraft.runtime.limits import ConnectionLimits
 from kraft.runtime.queue import BlockingMessageQueue
 from kraft.runtime.tls import TlsConfig
 from kraft.runtime.transport import TrioNetworkChannel
@@ -83,6 +84,7 @@ class RaftNode(Generic[T]):
         retention: SnapshotRetention | None = None,
         shutdown_timeout_ms: int = DEFAULT_SHUTDOWN_TIMEOUT_MS,
         fatal_fault_handler: Callable[[BaseException], None] | None = None,
+        limits: ConnectionLimits | None = None,
     ) -> None:
         if listen is None and node_id not in config.voters:
             raise IllegalStateError(f"node {node_id} is not a voter: give it a listen address")
@@ -98,6 +100,7 @@ class RaftNode(Generic[T]):
         self._segment_bytes = DEFAULT_SEGMENT_BYTES if segment_bytes is None else segment_bytes
         self._retention = retention
         self._shutdown_timeout_ms = shutdown_timeout_ms
+        self._limits = limits
         self._user_fault_handler = fatal_fault_handler
         self._lock = threading.Lock()
         self._stopped = threading.Event()
@@ -130,6 +133,7 @@ class RaftNode(Generic[T]):
             prometheus=config.prometheus,
             max_frame_size=config.max_frame_size,
             segment_bytes=config.segment_bytes,
+            limits=config.limits,
         )
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -201,6 +205,7 @@ class RaftNode(Generic[T]):
             max_frame_size=self._max_frame_size,
             tls=self._tls,
             directory_id=directory_id or ZERO_UUID,
+            limits=self._limits,
         )
         self._channel = channel
         client: KafkaRaftClient[T] = KafkaRaftClient(
@@ -225,6 +230,7 @@ class RaftNode(Generic[T]):
             client.register(listener)  # taken in by the driver's first poll
         client.initialize()
         self.metrics.bind(client)
+        self.metrics.bind_transport(channel)
         channel.start()
         self._bound = channel.listen_address
         self._driver = RaftClientDriver(
