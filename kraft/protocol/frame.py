@@ -14,9 +14,9 @@ Theory of operation
 
 Memory
     The bytes of a frame still arriving are held in one ``bytearray``. Once a frame is handed
-    out, its bytes are let go: a buffer that is all consumed is replaced by an empty one, and
-    a half-consumed one by a copy of its rest, so a 15 MiB frame does not keep 15 MiB alive
-    for the rest of the connection. :meth:`FrameDecoder.close` lets everything go at once.
+    out, its bytes are dropped from the buffer, which CPython then shrinks: a 15 MiB frame
+    does not keep 15 MiB alive for the rest of the connection.
+    :meth:`FrameDecoder.close` lets everything go at once.
 
     Decoders may share a :class:`FrameBudget` (the runtime gives one to every inbound
     connection: Kafka's ``queued.max.request.bytes``). A decoder holding a partial frame above
@@ -329,7 +329,7 @@ class FrameDecoder(ABC, Generic[FrameT]):
             view.release()  # a bytearray cannot be resized while a view of it is alive
         self._start = end
         self._length = None
-        self._let_go_of_consumed()
+        self._compact()
         # Check the next length now (a too-large one breaks the decoder for the next call) so
         # that the caller stops reading before that frame's body; this frame is still handed out.
         with contextlib.suppress(FrameError):
@@ -363,15 +363,12 @@ class FrameDecoder(ABC, Generic[FrameT]):
         self._start = prefix_end
         self._length = length
 
-    def _let_go_of_consumed(self) -> None:
-        # Drop consumed bytes once they are at least half the buffer (amortised O(1) per byte)
-        # by replacing the buffer: ``del buffer[:n]`` would keep the allocation, and with it
-        # the size of the largest frame ever received, alive as long as the connection.
-        if self._start == len(self._buffer):
-            self._buffer = bytearray()
-            self._start = 0
-        elif self._start * 2 >= len(self._buffer):
-            self._buffer = self._buffer[self._start :]
+    def _compact(self) -> None:
+        # Drop consumed bytes once they are at least half the buffer: amortised O(1) per byte.
+        # CPython reallocates a bytearray that shrinks below half its allocation, so a large
+        # frame's memory goes back once it is handed out, not when the connection ends.
+        if self._start and self._start * 2 >= len(self._buffer):
+            del self._buffer[: self._start]
             self._start = 0
 
     def _settle_reservation(self) -> None:
