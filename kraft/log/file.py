@@ -496,7 +496,11 @@ class FileLog(LogBase):
             active.flush(index=True)
             base = active.next_offset
             segment = Segment(self.directory, base, self._index_interval)
-            fsync_directory(self.directory)
+            try:
+                fsync_directory(self.directory)
+            except OSError:
+                segment.close()  # the roll did not happen: a retry opens the file again
+                raise
             self._segments.append(segment)
             self._bases.append(base)
             self._flushed_offset = max(self._flushed_offset, base)
@@ -506,8 +510,17 @@ class FileLog(LogBase):
         return active
 
     def _assign_epoch(self, epoch: int, start_offset: int) -> None:
-        if self._epochs.assign(epoch, start_offset):
+        if self._epochs.latest_epoch == epoch:
+            return  # nothing changes (EpochCache.assign would return False)
+        before = self._epochs.entries()
+        self._epochs.assign(epoch, start_offset)
+        try:
             write_checkpoint(self.directory / EPOCH_CHECKPOINT, self._epochs)
+        except StorageError:
+            # The cache never runs ahead of its checkpoint: an append retried after this
+            # (kraft/raft/resources.py) writes the checkpoint again.
+            self._epochs = EpochCache(before)
+            raise
 
     # -- reads -----------------------------------------------------------------------------
     def read(

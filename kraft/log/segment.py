@@ -75,8 +75,9 @@ class Segment:
         self.directory = directory
         self.base_offset = base_offset
         self._index_interval = index_interval_bytes
+        flags = os.O_RDWR | os.O_CREAT | os.O_APPEND
+        self._fd = -1
         try:
-            flags = os.O_RDWR | os.O_CREAT | os.O_APPEND
             self._fd = os.open(log_path(directory, base_offset), flags, 0o644)
             self._index_fd = os.open(index_path(directory, base_offset), flags, 0o644)
             self.size = os.fstat(self._fd).st_size
@@ -86,6 +87,8 @@ class Segment:
                 # prefix the entries of the new one.
                 os.ftruncate(self._index_fd, 0)
         except OSError as exc:
+            if self._fd >= 0:  # the index could not be opened (out of descriptors, say)
+                os.close(self._fd)
             path = log_path(directory, base_offset)
             raise StorageError(f"cannot open segment {path}: {exc}") from exc
         self.next_offset = base_offset

@@ -66,6 +66,7 @@ from kraft.raft.quorum import QuorumState
 from kraft.raft.quorum_epoch import QuorumEpochRpcs
 from kraft.raft.replica_fetcher import ReplicaFetcher
 from kraft.raft.requests import RequestManager, bootstrap_server_id
+from kraft.raft.resources import RESOURCE_RETRY_MS, ResourceFailures, append_leader_batches
 from kraft.raft.response_prologue import (
     ResponseKind,
     ResponsePrologue,
@@ -130,6 +131,7 @@ class KafkaRaftClient(Generic[T]):
     ) -> None:
         self.local_id = local_id
         self._metrics = metrics
+        self._resource_failures = ResourceFailures()
         #: When the election this replica is in started (``None``: none in progress).
         self._election_started_ms: int | None = None
         self.local_directory_id = local_directory_id
@@ -788,18 +790,21 @@ class KafkaRaftClient(Generic[T]):
     # -- The leader's append path -----------------------------------------------------------------
     def _maybe_append_batches(self, state: LeaderState[T], now: int) -> int:
         accumulator = state.accumulator
-        if accumulator.time_until_drain(self.clock.wall_ms()) <= 0:
-            batches = accumulator.drain()
+        due = accumulator.time_until_drain(self.clock.wall_ms()) <= 0
+        if due or state.unwritten:  # what a lack of descriptors kept goes first (resources.py)
+            batches = state.unwritten + (accumulator.drain() if due else [])
+            written = append_leader_batches(self.log, batches, self._resource_failures, now)
+            state.unwritten = batches[written:]
             appended = 0
-            for batch in batches:
-                self.log.append_encoded(batch.data)
+            for batch in batches[:written]:
                 appended += batch.num_records
                 if not batch.is_control:
                     self._listeners.hold(batch)
-            if batches:
+            if written:
                 self._metrics.record_append_records(appended, now)
                 self._flush_leader_log(state, now)
         until = accumulator.time_until_drain(self.clock.wall_ms())
+        until = min(until, RESOURCE_RETRY_MS) if state.unwritten else until
         return NO_DEADLINE if until >= NOTHING_TO_DRAIN_MS else until
 
     def _flush_leader_log(self, state: LeaderState[T], now: int) -> None:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 from kraft.raft.states import NO_DEADLINE, ReplicaKey
 
 if TYPE_CHECKING:
-    from kraft.raft.accumulator import BatchAccumulator
+    from kraft.raft.accumulator import BatchAccumulator, CompletedBatch
 
 __all__ = ["LeaderState", "ReplicaState"]
 
@@ -64,6 +64,9 @@ class LeaderState(Generic[T]):
     observer_states: dict[int, ReplicaState] = field(default_factory=dict)
     fetched_voters: set[int] = field(default_factory=set)
     resign_requested: bool = False
+    #: Drained batches a lack of descriptors or memory kept out of the log, in offset order:
+    #: appended before anything drained later (kraft/raft/resources.py).
+    unwritten: list[CompletedBatch[T]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         # The static voter set has no directory ids (kraft.version 0): voters are keyed by

@@ -347,10 +347,15 @@ class QuorumState(Generic[T]):
         else:
             assert isinstance(state, ProspectiveState)
             # Kafka's prospectiveAddVotedState: still Prospective, the vote made durable,
-            # and a fresh election timeout.
-            state.voted_key = candidate
+            # and a fresh election timeout. A write that fails leaves no vote behind (it may
+            # be retried: kraft/raft/resources.py).
+            previous, state.voted_key = state.voted_key, candidate
+            try:
+                self._persist()
+            except BaseException:
+                state.voted_key = previous
+                raise
             state.election_deadline_ms = self._election_deadline(now_ms)
-            self._persist()
 
     def transition_to_prospective(self, now_ms: int) -> None:
         """KIP-996: ask for pre-votes without changing the epoch (never persisted)."""

@@ -24,7 +24,7 @@ from typing import Generic, TypeVar
 from kraft.common.clock import Clock
 from kraft.common.uuids import ZERO_UUID
 from kraft.config import QuorumConfig
-from kraft.errors import CorruptRecordError, InvalidAppendError
+from kraft.errors import CorruptRecordError, InvalidAppendError, KraftError
 from kraft.log.api import OffsetAndEpoch, ReplicatedLog
 from kraft.protocol.envelope import InboundResponse
 from kraft.protocol.errors import Errors, error_name
@@ -39,6 +39,7 @@ from kraft.protocol.messages import (
 from kraft.raft.channel import MetricsRecorder, NetworkChannel
 from kraft.raft.quorum import QuorumState
 from kraft.raft.requests import RequestManager
+from kraft.raft.resources import ResourceFailures
 from kraft.raft.states import NO_DEADLINE, FollowerState
 from kraft.record.serde import RecordSerde
 from kraft.snapshot.raw import RawSnapshotWriter
@@ -83,6 +84,7 @@ class ReplicaFetcher(Generic[T]):
         #: failed or timed out resumes where it stopped.
         self._download: RawSnapshotWriter | None = None
         self._download_leader = -1
+        self._resource_failures = ResourceFailures()
 
     @property
     def downloading_snapshot(self) -> OffsetAndEpoch | None:
@@ -219,6 +221,13 @@ class ReplicaFetcher(Generic[T]):
             log.append_as_follower(records)
         except (CorruptRecordError, InvalidAppendError) as exc:
             logger.error("refusing fetched records: %s", exc)
+            return False
+        except (KraftError, OSError) as exc:
+            if not self._resource_failures.absorb(
+                exc, "appending fetched records", self._clock.now_ms()
+            ):
+                raise
+            log.flush()  # what did get in is durable before a Fetch reports it
             return False
         self.metrics.record_fetch_records(log.log_end_offset - before, self._clock.now_ms())
         if self._quorum.is_voter or self._config.followers_always_flush:

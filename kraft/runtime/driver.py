@@ -9,7 +9,10 @@ Theory of operation
     A poll that raises is a fatal fault, as in Kafka: the exception is logged with its trace,
     kept as :attr:`RaftClientDriver.failure`, and handed to the fatal-fault handler (the node
     uses it to stop); the loop ends. Nothing is swallowed and nothing hangs: whoever waits on
-    the driver (``join``, ``shutdown``) returns.
+    the driver (``join``, ``shutdown``) returns. One exception: a quorum-state write that
+    failed for lack of descriptors or memory (EMFILE, ENFILE, ENOMEM) left the state as it
+    was (the transition did not happen), so the driver polls again after a pause that doubles
+    from 100 ms to 2 s while the failures go on (kraft/raft/resources.py).
 
     Shutdown follows Kafka's order: :meth:`initiate_shutdown` asks the client for a graceful
     shutdown (a leader resigns and tells the voters with EndQuorumEpoch) and the loop goes on
@@ -29,8 +32,9 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, Protocol
 
-from kraft.errors import IllegalStateError
+from kraft.errors import IllegalStateError, QuorumStateError
 from kraft.raft.client import KafkaRaftClient
+from kraft.raft.resources import ResourceFailures
 
 __all__ = ["DEFAULT_SHUTDOWN_TIMEOUT_MS", "PollIdleRecorder", "RaftClientDriver"]
 
@@ -38,6 +42,10 @@ logger = logging.getLogger(__name__)
 
 #: How long a graceful shutdown may take (Kafka's driver uses 5 s).
 DEFAULT_SHUTDOWN_TIMEOUT_MS = 5000
+#: The pause before polling again after a quorum-state write failed for lack of a resource,
+#: doubled at each failure in a row up to the maximum.
+_MIN_RETRY_PAUSE_S = 0.1
+_MAX_RETRY_PAUSE_S = 2.0
 
 
 class PollIdleRecorder(Protocol):
@@ -76,6 +84,8 @@ class RaftClientDriver:
         self._lock = threading.Lock()
         #: The exception a poll raised (the driver stopped on it), or ``None``.
         self.failure: BaseException | None = None
+        self._resource_failures = ResourceFailures()
+        self._retry_pause_s = _MIN_RETRY_PAUSE_S
 
     @property
     def thread_name(self) -> str:
@@ -100,13 +110,13 @@ class RaftClientDriver:
         try:
             if queue is None or recorder is None:
                 while not client.is_shutdown:
-                    client.poll()
+                    self._poll_once()
             else:
                 clock = time.monotonic_ns
                 while not client.is_shutdown:
                     started = clock()
                     idle_before = queue.idle_ns
-                    client.poll()
+                    self._poll_once()
                     elapsed = clock() - started
                     if elapsed > 0:
                         idle = queue.idle_ns - idle_before
@@ -128,6 +138,19 @@ class RaftClientDriver:
                     logger.exception("the fatal-fault handler failed")
             return
         logger.info("%s: the Raft client has shut down", self._thread.name)
+
+    def _poll_once(self) -> None:
+        try:
+            self.client.poll()
+        except QuorumStateError as exc:
+            if not self._resource_failures.absorb(
+                exc, "a quorum-state write", self.client.clock.now_ms()
+            ):
+                raise
+            time.sleep(self._retry_pause_s)
+            self._retry_pause_s = min(self._retry_pause_s * 2, _MAX_RETRY_PAUSE_S)
+            return
+        self._retry_pause_s = _MIN_RETRY_PAUSE_S
 
     def initiate_shutdown(self) -> Future[None]:
         """Ask the client for a graceful shutdown (idempotent); the driver keeps polling until
