@@ -11,18 +11,23 @@ from __future__ import annotations
 
 import itertools
 import logging
+import resource
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
+import prometheus_client
 import pytest
 import trio
 import trio.testing
 
-from kraft.config import Endpoint
+from kraft.config import ConfigError, Endpoint
+from kraft.metrics import PrometheusExporter, RaftMetrics
 from kraft.protocol.envelope import InboundRequest
 from kraft.protocol.frame import DEFAULT_MAX_FRAME_SIZE, RequestHeader, encode_request
 from kraft.protocol.messages import DescribeQuorumRequest, FetchRequest
+from kraft.runtime.config import load_node_config
 from kraft.runtime.inbound import InboundServer
-from kraft.runtime.limits import ConnectionLimits, ConnectionStats
+from kraft.runtime.limits import ConnectionLimits, ConnectionStats, default_max_connections
 from kraft.runtime.queue import BlockingMessageQueue
 from kraft.testing import ManualClock
 
@@ -300,3 +305,66 @@ def test_describe_quorum_from_an_anonymous_tool_is_served_within_the_limits() ->
         assert h.received() == 1
 
     run(test, limits=ConnectionLimits(max_connections=1, queued_max_request_bytes=0))
+
+
+# -- configuration and metrics -------------------------------------------------------------------
+
+NODE_FILE = 'node_id = 1\ndata_dir = "d"\nvoters = "1@127.0.0.1:9091"\n'
+
+
+def test_the_limits_are_top_level_keys_with_kafkas_defaults(tmp_path: Path) -> None:
+    path = tmp_path / "node.toml"
+    path.write_text(NODE_FILE)
+    defaults = load_node_config(path).limits
+    assert defaults == ConnectionLimits()
+    assert defaults.max_connections is None  # derived from RLIMIT_NOFILE at start
+    assert defaults.max_connections_per_ip == 2**31 - 1  # Kafka's Int.MaxValue
+    assert defaults.connections_max_idle_ms == 600_000
+    assert defaults.queued_max_request_bytes == 32 * 1024 * KIB
+    path.write_text(
+        NODE_FILE + "max_connections = 100\nmax_connections_per_ip = 5\n"
+        "connections_max_idle_ms = 30000\nqueued_max_request_bytes = 1048576\n"
+    )
+    assert load_node_config(path).limits == ConnectionLimits(100, 5, 30_000, 1024 * KIB)
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("max_connections = 0", "max_connections must be at least 1"),
+        ("max_connections_per_ip = 0", "max_connections_per_ip must be at least 1"),
+        ("connections_max_idle_ms = 0", "connections_max_idle_ms must be positive"),
+        ("queued_max_request_bytes = -1", "kraft has no unbounded setting"),
+        ('max_connections = "many"', "max_connections: expected int"),
+    ],
+)
+def test_a_bad_limit_names_its_key(tmp_path: Path, line: str, message: str) -> None:
+    path = tmp_path / "node.toml"
+    path.write_text(NODE_FILE + line + "\n")
+    with pytest.raises(ConfigError, match=message):
+        load_node_config(path)
+
+
+def test_max_connections_defaults_to_half_the_descriptors(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(resource, "getrlimit", lambda _: (1024, 4096))
+    assert default_max_connections() == 512
+    monkeypatch.setattr(resource, "getrlimit", lambda _: (256, 256))
+    assert default_max_connections() == 128
+
+
+def test_the_counters_are_metrics_and_prometheus_counters() -> None:
+    class Transport:
+        def transport_metrics(self) -> dict[str, int]:
+            return {"connections-refused-max-connections-total": 3, "partial-request-bytes": 7}
+
+    metrics = RaftMetrics(ManualClock())
+    metrics.bind_transport(Transport())
+    values = metrics.snapshot()
+    assert values["connections-refused-max-connections-total"] == 3
+    assert values["partial-request-bytes"] == 7
+    registry = prometheus_client.CollectorRegistry()
+    registry.register(PrometheusExporter(metrics, node_id=1))
+    text = prometheus_client.generate_latest(registry).decode()
+    assert 'kraft_raft_connections_refused_max_connections_total{node_id="1"} 3.0' in text
+    assert "# TYPE kraft_raft_connections_refused_max_connections_total counter" in text
+    assert 'kraft_raft_partial_request_bytes{node_id="1"} 7.0' in text
