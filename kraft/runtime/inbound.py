@@ -20,9 +20,12 @@ Limits (:class:`~kraft.runtime.limits.ConnectionLimits`, docs/transport.md "Limi
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import itertools
 import logging
 import ssl
+from collections.abc import Callable
 from typing import Final
 
 import trio
@@ -55,8 +58,32 @@ _ACCEPT_ERROR_PAUSE_S: Final = 0.1
 #: most this often, per cause.
 _LIMIT_LOG_INTERVAL_MS: Final = 60_000
 
+#: A connection that held a partial request this large gives the memory back to the
+#: operating system when it ends (see _release_freed_memory).
+_TRIM_AFTER_BYTES: Final = 1024 * 1024
+
 #: Channel correlation id -> the connection a request came on and the peer's correlation id.
 UnansweredRequests = dict[int, tuple[InboundConnection, int]]
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's ``malloc_trim``, or ``None`` on another C library."""
+    name = ctypes.util.find_library("c")
+    try:
+        return ctypes.CDLL(name).malloc_trim if name else None
+    except (OSError, AttributeError):
+        return None
+
+
+_MALLOC_TRIM = _malloc_trim()
+
+
+def _release_freed_memory() -> None:
+    """Give freed heap memory back to the operating system. glibc keeps what a large buffer
+    freed when it grew in its heap (its mmap threshold rises after a large free): 20 peers
+    sending 14 MiB each left 50 MB of a node's RSS in place after they were gone."""
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
 
 
 class InboundServer:
@@ -251,6 +278,7 @@ class InboundServer:
         stats = self.stats
         idle_s = self._idle_s
         held = 0  # bytes of a partial request the decoder holds (counted in the stats)
+        most_held = 0
         # When the partial request held began, or last made progress (a frame completed).
         partial_since: float | None = None
         try:
@@ -283,32 +311,23 @@ class InboundServer:
                     buffered = decoder.buffered_bytes
                     stats.partial_request_bytes += buffered - held
                     held = buffered
+                    most_held = max(most_held, held)
                     if not buffered:
                         partial_since = None
                     elif completed or partial_since is None:
                         partial_since = now
-                    deadlines.deadline = now + idle_s
-                    if partial_since is not None:
-                        deadlines.deadline = min(
-                            deadlines.deadline, partial_since + self._request_timeout_s
-                        )
+                    deadlines.deadline = (
+                        now + idle_s
+                        if partial_since is None
+                        else min(now + idle_s, partial_since + self._request_timeout_s)
+                    )
             if deadlines.cancelled_caught:
                 self._close_on_deadline(connection, held, partial_since)
                 return
             decoder.feed_eof()
             connection.close("closed by the peer")
         except FrameBudgetExceededError as exc:
-            stats.closed_request_bytes += 1
-            connection.close(f"request refused: {exc}")
-            self._log_limited(
-                "budget",
-                logging.WARNING,
-                "closing connection %s: %s (queued_max_request_bytes; %d closed so far, "
-                "logged at most once a minute)",
-                connection.label,
-                exc,
-                stats.closed_request_bytes,
-            )
+            self._close_over_budget(connection, exc)
         except FrameError as exc:
             connection.close(f"bad request: {exc}", logging.ERROR)
         except IO_ERRORS as exc:
@@ -316,6 +335,23 @@ class InboundServer:
         finally:
             stats.partial_request_bytes -= held
             decoder.close()
+            if most_held >= _TRIM_AFTER_BYTES:
+                _release_freed_memory()
+
+    def _close_over_budget(
+        self, connection: InboundConnection, exc: FrameBudgetExceededError
+    ) -> None:
+        self.stats.closed_request_bytes += 1
+        connection.close(f"request refused: {exc}")
+        self._log_limited(
+            "budget",
+            logging.WARNING,
+            "closing connection %s: %s (queued_max_request_bytes; %d closed so far, "
+            "logged at most once a minute)",
+            connection.label,
+            exc,
+            self.stats.closed_request_bytes,
+        )
 
     def _close_on_deadline(
         self, connection: InboundConnection, held: int, partial_since: float | None
