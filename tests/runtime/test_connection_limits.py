@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import logging
 import resource
+import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from kraft.runtime.config import load_node_config
 from kraft.runtime.inbound import InboundServer
 from kraft.runtime.limits import ConnectionLimits, ConnectionStats, default_max_connections
 from kraft.runtime.queue import BlockingMessageQueue
+from kraft.runtime.transport import TrioNetworkChannel
 from kraft.testing import ManualClock
 
 KIB = 1024
@@ -368,3 +370,50 @@ def test_the_counters_are_metrics_and_prometheus_counters() -> None:
     assert 'kraft_raft_connections_refused_max_connections_total{node_id="1"} 3.0' in text
     assert "# TYPE kraft_raft_connections_refused_max_connections_total counter" in text
     assert 'kraft_raft_partial_request_bytes{node_id="1"} 7.0' in text
+
+
+def test_max_connections_default_without_a_descriptor_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    infinity = resource.RLIM_INFINITY
+    monkeypatch.setattr(resource, "getrlimit", lambda _: (infinity, infinity))
+    assert default_max_connections() == 65_536
+
+
+def test_the_channel_reserves_connections_for_its_voters_not_its_bootstrap_servers() -> None:
+    """Through the real channel (its own thread): the voters come from ``peers`` (ids >= 0),
+    a bootstrap server (a negative id) is no voter; the refusal shows in its metrics."""
+    queue = BlockingMessageQueue()
+    channel = TrioNetworkChannel(
+        node_id=1,
+        cluster_id=None,
+        listen=Endpoint("127.0.0.1", 0),
+        peers={2: Endpoint("127.0.0.1", 9), -1: Endpoint(THIRD_HOST, 9)},
+        queue=queue,
+        clock=ManualClock(),
+        limits=ConnectionLimits(max_connections=1),
+    )
+    channel.start()
+    opened: list[socket.socket] = []
+    try:
+        address = channel.listen_address
+        assert address is not None
+
+        def connect(host: str) -> socket.socket:
+            sock = socket.create_connection((address.host, address.port), 5, (host, 0))
+            opened.append(sock)
+            return sock
+
+        connect(OTHER_HOST).sendall(request())
+        assert isinstance(queue.poll(5_000), InboundRequest)  # within max_connections
+        refused = connect(THIRD_HOST)  # a bootstrap server's address: no reserved slot
+        assert refused.recv(1) == b""
+        connect("127.0.0.1").sendall(request())  # a voter's address: a reserved slot
+        assert isinstance(queue.poll(5_000), InboundRequest)
+        metrics = channel.transport_metrics()
+        assert metrics["connections-refused-max-connections-total"] == 1
+        assert metrics["inbound-connections"] == 2
+    finally:
+        for sock in opened:
+            sock.close()
+        channel.close()
