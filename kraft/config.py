@@ -174,6 +174,11 @@ class QuorumConfig:
     fetch_snapshot_max_bytes: int = 8 * 1024 * 1024
     #: How often the client applies the log's snapshot retention (Kafka: every 60 s).
     log_clean_interval_ms: int = 60_000
+    #: kraft: refuse Vote, BeginQuorumEpoch and EndQuorumEpoch from a replica outside
+    #: ``voters`` (CLUSTER_AUTHORIZATION_FAILED, nothing changes). Off: Kafka's semantics, which
+    #: follow any replica's request (KIP-853 needs that once voter sets change; kraft's is
+    #: static). docs/operations.md "Security".
+    reject_unknown_replicas: bool = False
 
     def __post_init__(self) -> None:
         positive = {
