@@ -5,6 +5,8 @@ Each request frame becomes an :class:`~kraft.protocol.envelope.InboundRequest` o
 queue under a channel-unique correlation id; the table of unanswered requests maps that id to
 the connection and the peer's own id, so that the channel's ``respond`` finds where the answer
 goes. A connection that closes forgets its unanswered requests (a late response is dropped).
+With TLS identity binding, every request of a connection carries the replica id its client
+certificate proves (``InboundRequest.peer_id``).
 Runs on the channel's trio thread only.
 """
 
@@ -13,7 +15,8 @@ from __future__ import annotations
 import itertools
 import logging
 import ssl
-from typing import Final
+from collections.abc import Callable, Mapping
+from typing import Any, Final
 
 import trio
 
@@ -42,6 +45,8 @@ _ACCEPT_ERROR_PAUSE_S: Final = 0.1
 
 #: Channel correlation id -> the connection a request came on and the peer's correlation id.
 UnansweredRequests = dict[int, tuple[InboundConnection, int]]
+#: The replica id a client's certificate binds (``TlsConfig.peer_id``).
+PeerIdOf = Callable[[Mapping[str, Any] | None], int | None]
 
 
 class InboundServer:
@@ -60,6 +65,7 @@ class InboundServer:
         write_limit: int,
         handshake_timeout_s: float,
         tls_context: ssl.SSLContext | None,
+        peer_id_of: PeerIdOf | None,
     ) -> None:
         self._address = address
         self._queue = queue
@@ -70,6 +76,7 @@ class InboundServer:
         self._write_limit = write_limit
         self._handshake_timeout_s = handshake_timeout_s
         self._tls_context = tls_context
+        self._peer_id_of = peer_id_of
         #: The open connections (read by the channel's introspection from other threads).
         self.connections: set[InboundConnection] = set()
 
@@ -94,6 +101,7 @@ class InboundServer:
         connection = InboundConnection(label, self._write_limit)
         stream: trio.abc.Stream = tcp_stream
         self.connections.add(connection)
+        peer_id = None  # not authenticated: the core checks no claimed replica id
         try:
             with connection.scope:
                 if self._tls_context is not None:
@@ -101,10 +109,13 @@ class InboundServer:
                     if tls_stream is None:
                         return
                     stream = tls_stream
+                    if self._peer_id_of is not None:
+                        peer_id = self._peer_id_of(tls_stream.getpeercert())
+                        logger.debug("connection %s is replica %s", connection.label, peer_id)
                 async with trio.open_nursery() as nursery:
                     connection.enable_direct_writes(stream)
                     nursery.start_soon(write_until_broken, connection, stream)
-                    await self._read_requests(connection, stream)
+                    await self._read_requests(connection, stream, peer_id)
         except Exception:
             logger.exception("connection %s failed", connection.label)
         finally:
@@ -137,7 +148,9 @@ class InboundServer:
             return None
         return tls_stream
 
-    async def _read_requests(self, connection: InboundConnection, stream: trio.abc.Stream) -> None:
+    async def _read_requests(
+        self, connection: InboundConnection, stream: trio.abc.Stream, peer_id: int | None
+    ) -> None:
         decoder = RequestFrameDecoder(self._max_frame_size)
         unanswered = self._unanswered
         pending = connection.pending
@@ -162,6 +175,7 @@ class InboundServer:
                             body=frame.body,
                             received_ms=received_ms,
                             api_version=header.api_version,
+                            peer_id=peer_id,
                         )
                     )
             decoder.feed_eof()

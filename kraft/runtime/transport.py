@@ -237,6 +237,7 @@ class TrioNetworkChannel:
                 write_limit=self._write_limit,
                 handshake_timeout_s=self._request_timeout_s,
                 tls_context=server_context,
+                peer_id_of=None if self._tls is None else self._tls.peer_id,
             )
         ready = threading.Event()
         self._thread = threading.Thread(
