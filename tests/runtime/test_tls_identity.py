@@ -7,6 +7,7 @@ Real sockets on 127.0.0.1; every wait is bounded and every channel closed.
 
 from __future__ import annotations
 
+import logging
 import socket
 import ssl
 from collections.abc import Callable, Iterator
@@ -16,12 +17,15 @@ from typing import Any
 import pytest
 import trustme
 
-from kraft.config import ConfigError, Endpoint
+from kraft.config import ConfigError, Endpoint, QuorumConfig
+from kraft.log.meta_properties import format_storage, random_uuid
 from kraft.protocol.envelope import InboundRequest, OutboundRequest
 from kraft.protocol.frame import RequestHeader, encode_request
 from kraft.protocol.messages import DescribeQuorumRequest
+from kraft.record.serde import StrSerde
+from kraft.runtime import node as node_module
 from kraft.runtime.config import load_node_config
-from kraft.runtime.node import unauthenticated_listener
+from kraft.runtime.node import RaftNode, unauthenticated_listener
 from kraft.runtime.queue import BlockingMessageQueue
 from kraft.runtime.tls import TlsConfig
 from kraft.runtime.transport import TrioNetworkChannel
@@ -80,6 +84,19 @@ def test_peer_id_from_a_subject_alt_name(
         TLS.certfile, TLS.keyfile, peer_identity="san", peer_id_format="node-{id}.kraft.internal"
     )
     assert tls.peer_id(by_san(*entries)) == expected
+
+
+@pytest.mark.parametrize(
+    ("peer_id_format", "entry"),
+    [  # the examples of docs/operations.md, Security
+        ("node{id}.kraft.internal", ("DNS", "node3.kraft.internal")),
+        ("spiffe://example.org/kraft/{id}", ("URI", "spiffe://example.org/kraft/3")),
+    ],
+)
+def test_the_documented_san_formats(peer_id_format: str, entry: tuple[str, str]) -> None:
+    tls = TlsConfig(TLS.certfile, TLS.keyfile, peer_identity="san", peer_id_format=peer_id_format)
+    assert tls.peer_id(by_san(entry)) == 3
+    assert tls.peer_id(by_san((entry[0], entry[1].replace("3", "3x")))) == -1
 
 
 def test_without_identity_binding_no_peer_is_authenticated() -> None:
@@ -276,3 +293,33 @@ def test_which_listeners_let_anyone_in(
         assert found is None
     else:
         assert found is not None and reason in found
+
+
+@pytest.mark.parametrize("reason", [None, "no TLS"])
+def test_a_node_says_once_at_start_that_its_listener_lets_anyone_in(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    reason: str | None,
+) -> None:
+    """The node on 127.0.0.1, told (or not) that its listener authenticates no one: tests bind
+    loopback only, so the verdict on the address is tested above."""
+    monkeypatch.setattr(node_module, "unauthenticated_listener", lambda listen, tls: reason)
+    format_storage(tmp_path, random_uuid(), node_id=1)
+    node = RaftNode(
+        node_id=1,
+        data_dir=tmp_path,
+        config=QuorumConfig(voters={1: Endpoint(LOCALHOST, 0)}),
+        serde=StrSerde(),
+        shutdown_timeout_ms=500,
+    )
+    caplog.set_level(logging.WARNING, logger="kraft.runtime.node")
+    with node:
+        pass
+    warnings = [r.getMessage() for r in caplog.records if r.name == "kraft.runtime.node"]
+    if reason is None:
+        assert warnings == []
+    else:
+        (warning,) = warnings
+        assert f"node 1 listens on {node.listen_address} with no TLS: any host" in warning
+        assert "peer_identity" in warning
