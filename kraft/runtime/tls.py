@@ -99,11 +99,11 @@ class TlsConfig:
         pattern = re.compile(re.escape(prefix) + _ID_PATTERN + re.escape(suffix), re.IGNORECASE)
         names = _common_names if self.peer_identity == "cn" else _alt_names
         ids = {
-            int(match.group(1))
+            replica
             for name in names(certificate or {})
             if (match := pattern.fullmatch(name)) is not None
+            and (replica := int(match.group(1))) <= INT32_MAX
         }
-        ids = {i for i in ids if i <= INT32_MAX}
         return ids.pop() if len(ids) == 1 else -1
 
     def server_context(self) -> ssl.SSLContext:
