@@ -6,7 +6,15 @@ Kafka's request timeout."""
 from __future__ import annotations
 
 from kraft.protocol.envelope import OutboundRequest
-from kraft.protocol.messages import FetchRequest, FetchResponse, LeaderIdAndEpoch, VoteRequest
+from kraft.protocol.messages import (
+    FetchRequest,
+    FetchResponse,
+    FetchSnapshotRequest,
+    LeaderIdAndEpoch,
+    SnapshotId,
+    VoteRequest,
+)
+from kraft.record.offsets import OffsetAndEpoch
 from kraft.testing import RaftClientBuilder, RaftTestContext
 
 LOCAL, LEADER = 1, 2
@@ -141,6 +149,30 @@ def test_a_slow_answer_keeps_the_doubled_deadline_and_a_quick_one_restores_it() 
     ctx.poll()
     the_fetch(ctx)
     lose(ctx, deadline)
+
+
+def test_a_lost_fetch_snapshot_is_sent_again_after_the_same_deadline() -> None:
+    """§1.4.1: FetchSnapshot restarts the fetch timer too: a lost chunk request is asked
+    again, from the same position, after 700 ms."""
+    ctx = follower()
+    ctx.poll()
+    fetch = the_fetch(ctx)
+    snapshot = SnapshotId.of(OffsetAndEpoch(10, 3))
+    ctx.deliver_response(
+        fetch,
+        FetchResponse(snapshot_id=snapshot, current_leader=LeaderIdAndEpoch(LEADER, EPOCH)),
+    )
+    ctx.poll()
+    first, body = ctx.single_sent_request(FetchSnapshotRequest)
+    assert (first.destination, body.snapshot_id, body.position) == (LEADER, snapshot, 0)
+    ctx.advance(deadline_of(ctx) - 1)
+    ctx.poll()
+    assert ctx.sent_requests() == []
+    ctx.advance(1)
+    ctx.poll()
+    again, body = ctx.single_sent_request(FetchSnapshotRequest)
+    assert (again.destination, body.snapshot_id, body.position) == (LEADER, snapshot, 0)
+    assert again.correlation_id != first.correlation_id
 
 
 def test_a_vote_keeps_the_request_timeout() -> None:
