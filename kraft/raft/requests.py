@@ -7,7 +7,7 @@ so a response that arrives after the request timed out, or after the client chan
 request backs the destination off for ``retry_backoff_ms``; a timed-out one frees it at once.
 
 Each request in flight carries its own timeout: ``request_timeout_ms`` unless the sender
-gives another (a follower's Fetch has a shorter one, docs/protocol.md §1.4).
+gives another (a follower's Fetch has a shorter one, docs/protocol.md §1.4.1).
 """
 
 from __future__ import annotations
