@@ -54,6 +54,7 @@ bench: install
 	$(PY) tests/benchmarks/bench_log.py --quick
 	$(PY) tests/benchmarks/bench_raft.py
 	$(PY) tests/benchmarks/bench_sim.py
+	$(PY) tests/benchmarks/bench_loss.py
 	$(PY) tests/benchmarks/bench_analysis.py --events 2000000
 	$(PY) tests/benchmarks/bench_transport.py
 	$(PY) tests/benchmarks/bench_quorum.py --seconds 5

@@ -160,6 +160,10 @@ class QuorumConfig:
     retry_backoff_ms: int = 20
     #: How long the leader parks a Fetch that has nothing to return.
     fetch_max_wait_ms: int = 500
+    #: kraft: how long past ``fetch_max_wait_ms`` a follower waits for its Fetch's answer
+    #: before it sends the Fetch again (the round trip, the leader's own delays); capped by
+    #: ``request_timeout_ms`` (docs/protocol.md §1.4.1).
+    fetch_round_trip_margin_ms: int = 200
     #: kraft: how long the leader may hold a Fetch whose only news is a higher high watermark
     #: (KIP-1166), so that the high watermark rides on the next records instead of costing the
     #: follower a round trip of its own. 0 (Kafka): answer at once. A few ms lowers the commit
@@ -174,6 +178,11 @@ class QuorumConfig:
     fetch_snapshot_max_bytes: int = 8 * 1024 * 1024
     #: How often the client applies the log's snapshot retention (Kafka: every 60 s).
     log_clean_interval_ms: int = 60_000
+    #: kraft: refuse Vote, BeginQuorumEpoch and EndQuorumEpoch from a replica outside
+    #: ``voters`` (CLUSTER_AUTHORIZATION_FAILED, nothing changes). Off: Kafka's semantics, which
+    #: follow any replica's request (KIP-853 needs that once voter sets change; kraft's is
+    #: static). docs/operations.md "Security".
+    reject_unknown_replicas: bool = False
 
     def __post_init__(self) -> None:
         positive = {
@@ -181,6 +190,7 @@ class QuorumConfig:
             "election_backoff_max_ms": self.election_backoff_max_ms,
             "fetch_timeout_ms": self.fetch_timeout_ms,
             "request_timeout_ms": self.request_timeout_ms,
+            "fetch_round_trip_margin_ms": self.fetch_round_trip_margin_ms,
             "max_batch_size_bytes": self.max_batch_size_bytes,
             "fetch_snapshot_max_bytes": self.fetch_snapshot_max_bytes,
             "log_clean_interval_ms": self.log_clean_interval_ms,

@@ -60,7 +60,13 @@ def test_defaults_are_kafkas() -> None:
 
 @pytest.mark.parametrize(
     "field",
-    ["election_timeout_ms", "fetch_timeout_ms", "request_timeout_ms", "max_batch_size_bytes"],
+    [
+        "election_timeout_ms",
+        "fetch_timeout_ms",
+        "request_timeout_ms",
+        "max_batch_size_bytes",
+        "fetch_round_trip_margin_ms",
+    ],
 )
 def test_non_positive_timers_are_rejected(field: str) -> None:
     zero: dict[str, Any] = {field: 0}

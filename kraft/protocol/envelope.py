@@ -52,6 +52,11 @@ class InboundRequest(msgspec.Struct, frozen=True):
     ``cluster_id`` is the sender's (``None``: not given, accepted as in Kafka).
     ``api_version`` is the version the sender used; ``None`` when the request did not cross a
     wire (the simulator), which means the body's ``MAX_VERSION``.
+    ``peer_id`` is the replica id the sender proved with its TLS client certificate (identity
+    binding, docs/operations.md "Security"): -1 when its certificate names no replica, ``None``
+    when the transport does not authenticate replica ids (plaintext, TLS without identity
+    binding, the simulator). The core refuses a request that claims another id
+    (``kraft.raft.rpc.PeerCheck``).
     """
 
     correlation_id: int
@@ -61,6 +66,7 @@ class InboundRequest(msgspec.Struct, frozen=True):
     body: Request
     received_ms: int
     api_version: int | None = None
+    peer_id: int | None = None
 
     @classmethod
     def from_frame(cls, frame: RequestFrame, received_ms: int) -> InboundRequest:

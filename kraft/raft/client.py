@@ -73,7 +73,7 @@ from kraft.raft.response_prologue import (
     named_leader_of_epoch_response,
     named_leader_of_fetch_response,
 )
-from kraft.raft.rpc import refusal
+from kraft.raft.rpc import PeerCheck, refusal
 from kraft.raft.shutdown import GracefulShutdown
 from kraft.raft.states import (
     NO_DEADLINE,
@@ -186,6 +186,7 @@ class KafkaRaftClient(Generic[T]):
         self._initialized = False
         self._next_clean_ms = 0
         self._duplicate_id_log = LogLimiter(DUPLICATE_NODE_ID_LOG_INTERVAL_MS)
+        self._peer_check = PeerCheck(self.quorum, config.reject_unknown_replicas)
         # Dispatch tables, built once: per epoch state, per request and per response type.
         self._state_pollers: dict[type, Callable[[Any, int], int]] = {
             LeaderState: self._poll_leader,
@@ -843,7 +844,7 @@ class KafkaRaftClient(Generic[T]):
 
     def _handle_request(self, request: InboundRequest, now: int) -> None:
         body = request.body
-        response = refusal(request, self.cluster_id)
+        response = refusal(request, self.cluster_id) or self._peer_check.refusal(request, now)
         if response is None:
             # A Fetch is answered (or parked) by the fetch server: its handler returns None.
             response = self._request_handlers[type(body)](request, body, now)

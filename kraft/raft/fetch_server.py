@@ -20,6 +20,7 @@ import logging
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
+from kraft.common.ratelimit import LogLimiter
 from kraft.common.uuids import ZERO_UUID
 from kraft.config import QuorumConfig
 from kraft.errors import KraftError
@@ -63,6 +64,10 @@ T = TypeVar("T")
 
 _NONE = Errors.NONE.value
 
+#: At most one ERROR line per this interval for Fetches below a log start no snapshot covers
+#: (every follower that needs the missing offsets asks again after each retry backoff).
+BELOW_LOG_START_LOG_INTERVAL_MS = 60_000
+
 
 class FetchServer(Generic[T]):
     """Answers Fetch and FetchSnapshot as the leader; owns the parked (long-poll) fetches.
@@ -85,6 +90,7 @@ class FetchServer(Generic[T]):
         self._channel = channel
         self._shutting_down = shutting_down
         self._purgatory = FetchPurgatory()
+        self._below_log_start_log = LogLimiter(BELOW_LOG_START_LOG_INTERVAL_MS)
 
     def _respond(self, request: InboundRequest, body: FetchResponse) -> None:
         self._channel.respond(OutboundResponse(request.correlation_id, request.source, body))
@@ -173,6 +179,8 @@ class FetchServer(Generic[T]):
             if body.fetch_offset == 0 and latest is not None and latest.offset > 0:
                 # An empty fetcher starts from the latest snapshot, not from the log.
                 return self.fetch_response(Errors.NONE, snapshot=latest)
+            if body.fetch_offset < log.log_start_offset:
+                return self._below_log_start(body, latest, now)
             validation = log.validate_offset_and_epoch(body.fetch_offset, body.last_fetched_epoch)
             if validation.kind is ValidationKind.DIVERGING:
                 return self.fetch_response(Errors.NONE, diverging=validation.offset_and_epoch)
@@ -190,6 +198,26 @@ class FetchServer(Generic[T]):
         if state.update_replica_state(key, now, body.fetch_offset, log.log_end_offset):
             self.on_update_leader_high_watermark(state)
         return self.fetch_response(Errors.NONE, records=info.records)
+
+    def _below_log_start(
+        self, body: FetchRequest, latest: OffsetAndEpoch | None, now: int
+    ) -> FetchResponse:
+        """A Fetch below the log start: the fetcher needs the latest snapshot (KIP-630), if one
+        reaches the log start; otherwise nothing here can serve it. kraft: never
+        UNKNOWN_SERVER_ERROR (docs/protocol.md §1.4)."""
+        start = self._log.log_start_offset
+        if latest is not None and latest.offset >= start:
+            return self.fetch_response(Errors.NONE, snapshot=latest)
+        if self._below_log_start_log.allow(now):
+            logger.error(
+                "replica %d fetches offset %d, below the log start %d, and no snapshot reaches "
+                "the log start (latest: %s): answered OFFSET_OUT_OF_RANGE until one is taken",
+                body.replica_id,
+                body.fetch_offset,
+                start,
+                latest,
+            )
+        return self.fetch_response(Errors.OFFSET_OUT_OF_RANGE)
 
     def on_update_leader_high_watermark(self, state: LeaderState[T]) -> None:
         """The leader's high watermark moved: the log learns it. The parked fetches it gives

@@ -85,6 +85,11 @@ class ReplicaFetcher(Generic[T]):
         self._download: RawSnapshotWriter | None = None
         self._download_leader = -1
         self._resource_failures = ResourceFailures()
+        #: Fetches to the leader that timed out since the last answer that came within the
+        #: first deadline, and when the request in flight was sent (see
+        #: :attr:`fetch_request_timeout_ms`).
+        self._timeouts_in_a_row = 0
+        self._sent_ms = 0
 
     @property
     def downloading_snapshot(self) -> OffsetAndEpoch | None:
@@ -100,11 +105,14 @@ class ReplicaFetcher(Generic[T]):
         leader = state.leader_id
         if requests.has_request_timed_out(leader, now):
             requests.reset(leader)
+            self._timeouts_in_a_row += 1
             return self.maybe_send_fetch_to_any_bootstrap(now)
         if requests.is_backing_off(leader, now):
             return self.maybe_send_fetch_to_any_bootstrap(now)
         if not requests.has_any_inflight_request(now):
-            return requests.maybe_send(self._channel, leader, self._build_request, now)
+            return requests.maybe_send(
+                self._channel, leader, self._build_request, now, self.fetch_request_timeout_ms
+            )
         return self._remaining_inflight_ms(now)
 
     def maybe_send_fetch_to_any_bootstrap(self, now: int) -> int:
@@ -115,7 +123,33 @@ class ReplicaFetcher(Generic[T]):
         if node is None:
             wait = requests.backoff_before_any_bootstrap_server_ms(now)
             return wait if wait > 0 else NO_DEADLINE
-        return requests.maybe_send(self._channel, node, self._build_request, now)
+        return requests.maybe_send(
+            self._channel, node, self._build_request, now, self.fetch_request_timeout_ms
+        )
+
+    @property
+    def _base_fetch_request_timeout_ms(self) -> int:
+        config = self._config
+        return min(
+            config.request_timeout_ms, config.fetch_max_wait_ms + config.fetch_round_trip_margin_ms
+        )
+
+    @property
+    def fetch_request_timeout_ms(self) -> int:
+        """How long the next Fetch or FetchSnapshot may go unanswered before it is sent again.
+
+        kraft (docs/protocol.md §1.4.1): the leader holds a Fetch at most ``fetch_max_wait_ms``,
+        so an answer later than that plus ``fetch_round_trip_margin_ms`` was most likely lost;
+        waiting the whole ``request_timeout_ms`` (as long as the fetch timeout by default)
+        would let the fetch timer expire and cost a pre-vote, often an election. From the
+        second timeout in a row on it doubles, up to ``request_timeout_ms``, and it stays that
+        long while the answers come later than the first deadline: an answer that is slow
+        rather than lost (a large batch on a slow link) still gets through, while a lost one
+        costs a retry, twice before the default fetch timeout expires."""
+        doublings = max(0, min(self._timeouts_in_a_row - 1, 16))
+        return min(
+            self._config.request_timeout_ms, self._base_fetch_request_timeout_ms << doublings
+        )
 
     def _remaining_inflight_ms(self, now: int) -> int:
         # The request in flight is answered, or times out, by then.
@@ -123,6 +157,7 @@ class ReplicaFetcher(Generic[T]):
 
     def _build_request(self, destination: int) -> FetchRequest | FetchSnapshotRequest:
         """A Fetch, or while a snapshot downloads, the FetchSnapshot of its next chunk."""
+        self._sent_ms = self._clock.now_ms()
         download = self._download
         leader = self._quorum.leader_id
         if download is not None and leader != self._download_leader:
@@ -183,6 +218,8 @@ class ReplicaFetcher(Generic[T]):
         follower refuses pre-votes from now on in this epoch."""
         state.fetch_deadline_ms = now + self._config.fetch_timeout_ms
         state.has_fetched = True
+        if now - self._sent_ms <= self._base_fetch_request_timeout_ms:
+            self._timeouts_in_a_row = 0
 
     def _truncate_to_diverging(self, state: FollowerState, diverging: EpochEndOffset) -> bool:
         end = OffsetAndEpoch(diverging.end_offset, diverging.epoch)

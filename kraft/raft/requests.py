@@ -5,6 +5,9 @@ node at a time; a response counts only if it answers that very request (its corr
 so a response that arrives after the request timed out, or after the client changed state
 (every transition calls :meth:`RequestManager.reset_all`), is dropped as stale. A failed
 request backs the destination off for ``retry_backoff_ms``; a timed-out one frees it at once.
+
+Each request in flight carries its own timeout: ``request_timeout_ms`` unless the sender
+gives another (a follower's Fetch has a shorter one, docs/protocol.md §1.4.1).
 """
 
 from __future__ import annotations
@@ -36,7 +39,11 @@ class _Connection:
     correlation_id: int | None = None  # the request in flight, if any
     api_key: int | None = None  # its API key: a response of another API is not its answer
     sent_ms: int = 0
+    timeout_ms: int = 0  # the request in flight times out at sent_ms + timeout_ms
     backoff_until_ms: int = 0
+
+    def in_flight(self, now_ms: int) -> bool:
+        return self.correlation_id is not None and now_ms < self.sent_ms + self.timeout_ms
 
 
 class RequestManager:
@@ -64,18 +71,14 @@ class RequestManager:
     # -- queries ---------------------------------------------------------------------------
     def has_request_in_flight(self, node: int, now_ms: int) -> bool:
         connection = self._connections.get(node)
-        return (
-            connection is not None
-            and connection.correlation_id is not None
-            and now_ms < connection.sent_ms + self._request_timeout_ms
-        )
+        return connection is not None and connection.in_flight(now_ms)
 
     def has_request_timed_out(self, node: int, now_ms: int) -> bool:
         connection = self._connections.get(node)
         return (
             connection is not None
             and connection.correlation_id is not None
-            and now_ms >= connection.sent_ms + self._request_timeout_ms
+            and now_ms >= connection.sent_ms + connection.timeout_ms
         )
 
     def is_backing_off(self, node: int, now_ms: int) -> bool:
@@ -92,7 +95,7 @@ class RequestManager:
         if not self.has_request_in_flight(node, now_ms):
             return 0
         connection = self._connections[node]
-        return connection.sent_ms + self._request_timeout_ms - now_ms
+        return connection.sent_ms + connection.timeout_ms - now_ms
 
     def remaining_backoff_ms(self, node: int, now_ms: int) -> int:
         connection = self._connections.get(node)
@@ -123,14 +126,13 @@ class RequestManager:
 
     def remaining_any_request_time_ms(self, now_ms: int) -> int:
         """Time until the earliest request in flight times out (0: none in flight)."""
-        timeout = self._request_timeout_ms
         return max(
             0,
             min(
                 (
-                    c.sent_ms + timeout - now_ms
+                    c.sent_ms + c.timeout_ms - now_ms
                     for c in self._connections.values()
-                    if c.correlation_id is not None and now_ms < c.sent_ms + timeout
+                    if c.in_flight(now_ms)
                 ),
                 default=0,
             ),
@@ -138,11 +140,7 @@ class RequestManager:
 
     def has_any_inflight_request(self, now_ms: int) -> bool:
         """Whether any destination has a request in flight (not timed out)."""
-        timeout = self._request_timeout_ms
-        return any(
-            c.correlation_id is not None and now_ms < c.sent_ms + timeout
-            for c in self._connections.values()
-        )
+        return any(c.in_flight(now_ms) for c in self._connections.values())
 
     def find_ready_bootstrap_server(self, now_ms: int) -> int | None:
         """A bootstrap server ready for a request, starting the search at a random one."""
@@ -169,27 +167,39 @@ class RequestManager:
         destination: int,
         build: Callable[[int], Request],
         now_ms: int,
+        timeout_ms: int | None = None,
     ) -> int:
-        """Send ``build(destination)`` if the destination is ready; return the milliseconds
-        until this destination needs attention again (its backoff, or the request timeout)."""
+        """Send ``build(destination)`` if the destination is ready, to time out after
+        ``timeout_ms`` (``request_timeout_ms`` when None); return the milliseconds until this
+        destination needs attention again (its backoff, or the request's timeout)."""
         if self.is_backing_off(destination, now_ms):
             return self.remaining_backoff_ms(destination, now_ms)
         if self.is_ready(destination, now_ms):
             body = build(destination)
             correlation_id = channel.new_correlation_id()
-            self.on_request_sent(destination, correlation_id, now_ms, body.API_KEY.value)
+            if timeout_ms is None:
+                timeout_ms = self._request_timeout_ms
+            self.on_request_sent(
+                destination, correlation_id, now_ms, body.API_KEY.value, timeout_ms
+            )
             channel.send(OutboundRequest(correlation_id, destination, body, now_ms))
-            return self._request_timeout_ms
+            return timeout_ms
         return self.remaining_request_time_ms(destination, now_ms)
 
     # -- updates ---------------------------------------------------------------------------
     def on_request_sent(
-        self, node: int, correlation_id: int, now_ms: int, api_key: int | None = None
+        self,
+        node: int,
+        correlation_id: int,
+        now_ms: int,
+        api_key: int | None = None,
+        timeout_ms: int | None = None,
     ) -> None:
         connection = self._connection(node)
         connection.correlation_id = correlation_id
         connection.api_key = api_key
         connection.sent_ms = now_ms
+        connection.timeout_ms = self._request_timeout_ms if timeout_ms is None else timeout_ms
         connection.backoff_until_ms = 0
 
     def on_response_result(

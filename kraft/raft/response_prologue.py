@@ -125,8 +125,9 @@ class ResponsePrologue:
     def _handle_top_level_error(error: int, response: InboundResponse) -> bool:
         if error == Errors.BROKER_NOT_AVAILABLE:
             return False
-        # kraft: Kafka throws on CLUSTER_AUTHORIZATION_FAILED; kraft has no authorization, so
-        # it is one more error to log and back off from.
+        # kraft: Kafka throws on CLUSTER_AUTHORIZATION_FAILED; here it means the peer refused
+        # the replica id this node claims (kraft/raft/rpc.py: PeerCheck), a configuration
+        # mistake that a fixed certificate or voter set heals: log and back off.
         logger.error(
             "error %s in %s from %d",
             error_name(error),

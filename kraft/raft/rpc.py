@@ -2,7 +2,8 @@
 
 The requests are served by ``VoteRpcs``, ``QuorumEpochRpcs``, ``FetchServer`` and
 ``describe_quorum``, after ``KafkaRaftClient`` has let :func:`refusal` turn away another
-cluster's requests and out-of-range fields; each answers with the leader and epoch this
+cluster's requests and out-of-range fields, and :class:`PeerCheck` the requests a peer may not
+send (another replica's id, a stranger's vote); each answers with the leader and epoch this
 replica knows and validates the topic-partition, and Kafka's voter-only and leader-only
 validations apply to several of them. Those rules live here, once, as functions of the
 :class:`~kraft.raft.quorum.QuorumState`. The response side shares ``leader_or_none``,
@@ -15,6 +16,7 @@ import logging
 import uuid
 from typing import Any, TypeVar
 
+from kraft.common.ratelimit import LogLimiter
 from kraft.common.uuids import ZERO_UUID
 from kraft.protocol.api import METADATA_PARTITION_INDEX, METADATA_TOPIC_NAME
 from kraft.protocol.envelope import InboundRequest
@@ -22,11 +24,16 @@ from kraft.protocol.errors import Errors
 from kraft.protocol.int32 import int32_fields_in_range
 from kraft.protocol.messages import (
     RESPONSE_TYPE_FOR,
+    BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
+    EndQuorumEpochRequest,
     EndQuorumEpochResponse,
+    FetchRequest,
+    FetchSnapshotRequest,
     NodeEndpoint,
     Request,
     Response,
+    VoteRequest,
     VoteResponse,
 )
 from kraft.raft.leader import LeaderState
@@ -35,6 +42,9 @@ from kraft.raft.states import Endpoints
 
 __all__ = [
     "LISTENER_NAME",
+    "PEER_REFUSAL_LOG_INTERVAL_MS",
+    "PeerCheck",
+    "claimed_replica_id",
     "directory_or_none",
     "endpoints_from_response",
     "epoch_response",
@@ -183,3 +193,100 @@ def refusal(request: InboundRequest, cluster_id: str | None) -> Response | None:
         )
         return RESPONSE_TYPE_FOR[type(body)](error_code=Errors.INVALID_REQUEST)
     return None
+
+
+#: How often :class:`PeerCheck` logs at most, per kind of refusal; a hostile peer can repeat
+#: its request as fast as it likes, and each line counts the refusals it did not log.
+PEER_REFUSAL_LOG_INTERVAL_MS = 10_000
+
+#: The requests that elect or announce a leader: what ``reject_unknown_replicas`` guards.
+_LEADERSHIP_REQUESTS = (VoteRequest, BeginQuorumEpochRequest, EndQuorumEpochRequest)
+
+
+def claimed_replica_id(body: Request) -> int | None:
+    """The replica a request speaks for: the candidate of a Vote, the leader of a
+    Begin/EndQuorumEpoch, the fetching replica of a Fetch or FetchSnapshot. None for a
+    DescribeQuorum, which changes nothing and which admin tools send as replica -1."""
+    match body:
+        case VoteRequest() | FetchRequest() | FetchSnapshotRequest():
+            return body.replica_id
+        case BeginQuorumEpochRequest() | EndQuorumEpochRequest():
+            return body.leader_id
+    return None
+
+
+class _RefusalLog:
+    """One warning per interval for one kind of refusal, counting those it did not log."""
+
+    __slots__ = ("_limiter", "_unlogged")
+
+    def __init__(self) -> None:
+        self._limiter = LogLimiter(PEER_REFUSAL_LOG_INTERVAL_MS)
+        self._unlogged = 0
+
+    def warn(self, now: int, message: str, *args: object) -> None:
+        if not self._limiter.allow(now):
+            self._unlogged += 1
+            return
+        more, self._unlogged = self._unlogged, 0
+        suffix = f" ({more} more refused since the last line)" if more else ""
+        logger.warning(message + suffix, *args)
+
+
+class PeerCheck:
+    """Refuses, before any handler sees it, a request its sender may not make
+    (docs/operations.md "Security"); the answer is CLUSTER_AUTHORIZATION_FAILED, Kafka's
+    answer to a principal without ``CLUSTER_ACTION``, and nothing changes (epoch, vote,
+    leader, fetch state).
+
+    - **Identity binding**: when the transport proved who the peer is
+      (``InboundRequest.peer_id`` not None), the header's source and the replica the body
+      speaks for (:func:`claimed_replica_id`), when not negative, must be that id. A request
+      without a claim (DescribeQuorum) and a claim of -1 (an anonymous observer's Fetch)
+      impersonate no replica and pass.
+    - **reject_unknown_replicas** (``QuorumConfig``, off by default): a Vote,
+      BeginQuorumEpoch or EndQuorumEpoch whose candidate or leader is not in the static voter
+      set. Off, Kafka's semantics: any replica may ask for a vote or announce itself.
+    """
+
+    def __init__(self, quorum: QuorumState[Any], reject_unknown_replicas: bool) -> None:
+        self._quorum = quorum
+        self._reject_unknown_replicas = reject_unknown_replicas
+        self._impostor_log = _RefusalLog()
+        self._stranger_log = _RefusalLog()
+
+    def refusal(self, request: InboundRequest, now: int) -> Response | None:
+        """The CLUSTER_AUTHORIZATION_FAILED answer to ``request``, or None if it may go on."""
+        body = request.body
+        claimed = claimed_replica_id(body)
+        if claimed is None:
+            return None
+        peer = request.peer_id
+        if peer is not None:
+            for claim in (request.source, claimed):
+                if claim >= 0 and claim != peer:
+                    self._impostor_log.warn(
+                        now,
+                        "refusing %s claiming to be replica %d: the peer's certificate %s",
+                        type(body).__name__,
+                        claim,
+                        "names no replica" if peer < 0 else f"proves replica {peer}",
+                    )
+                    return _unauthorized(body)
+        if (
+            self._reject_unknown_replicas
+            and isinstance(body, _LEADERSHIP_REQUESTS)
+            and claimed not in self._quorum.voters
+        ):
+            self._stranger_log.warn(
+                now,
+                "refusing %s from replica %d: not a voter (reject_unknown_replicas)",
+                type(body).__name__,
+                claimed,
+            )
+            return _unauthorized(body)
+        return None
+
+
+def _unauthorized(body: Request) -> Response:
+    return RESPONSE_TYPE_FOR[type(body)](error_code=Errors.CLUSTER_AUTHORIZATION_FAILED)

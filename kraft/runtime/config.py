@@ -19,6 +19,7 @@ for the quorum's timers, TLS and metrics::
     certfile = "certs/node1.pem"
     keyfile = "certs/node1.key"
     cafile = "certs/ca.pem"
+    peer_identity = "cn"                      # a peer is the replica its certificate names
 
     [metrics]                                 # optional: Prometheus on host:port
     prometheus = "127.0.0.1:9101"
@@ -48,7 +49,7 @@ from kraft.config import (
 )
 from kraft.protocol.frame import DEFAULT_MAX_FRAME_SIZE, MAX_FRAME_SIZE_LIMIT
 from kraft.runtime.limits import ConnectionLimits
-from kraft.runtime.tls import TlsConfig
+from kraft.runtime.tls import DEFAULT_PEER_ID_FORMAT, TlsConfig
 
 __all__ = ["NodeConfig", "load_node_config"]
 
@@ -73,7 +74,18 @@ _TOP_KEYS = frozenset(
 )
 #: The top-level keys of :class:`~kraft.runtime.limits.ConnectionLimits`.
 _LIMIT_KEYS = tuple(f.name for f in dataclasses.fields(ConnectionLimits))
-_TLS_KEYS = frozenset({"certfile", "keyfile", "cafile", "verify", "check_hostname"})
+_TLS_KEYS = frozenset(
+    {
+        "certfile",
+        "keyfile",
+        "cafile",
+        "verify",
+        "check_hostname",
+        "require_client_cert",
+        "peer_identity",
+        "peer_id_format",
+    }
+)
 _METRICS_KEYS = frozenset({"prometheus"})
 #: QuorumConfig fields a [quorum] table may set (voters and bootstrap servers are top level),
 #: with the TOML type each takes (the annotations are strings: ``from __future__``).
@@ -175,12 +187,22 @@ def _tls_config(tls_table: Mapping[str, Any], base_dir: Path) -> TlsConfig:
         if required not in tls_table:
             raise ConfigError(f"tls.{required} is required when [tls] is present")
     cafile = tls_table.get("cafile")
+    peer_identity = tls_table.get("peer_identity")
     return TlsConfig(
         certfile=base_dir / _expect(tls_table["certfile"], str, "tls.certfile"),
         keyfile=base_dir / _expect(tls_table["keyfile"], str, "tls.keyfile"),
         cafile=None if cafile is None else base_dir / _expect(cafile, str, "tls.cafile"),
         verify=_expect(tls_table.get("verify", True), bool, "tls.verify"),
         check_hostname=_expect(tls_table.get("check_hostname", True), bool, "tls.check_hostname"),
+        require_client_cert=_expect(
+            tls_table.get("require_client_cert", True), bool, "tls.require_client_cert"
+        ),
+        peer_identity=None
+        if peer_identity is None
+        else _expect(peer_identity, str, "tls.peer_identity"),
+        peer_id_format=_expect(
+            tls_table.get("peer_id_format", DEFAULT_PEER_ID_FORMAT), str, "tls.peer_id_format"
+        ),
     )
 
 

@@ -5,6 +5,8 @@ Each request frame becomes an :class:`~kraft.protocol.envelope.InboundRequest` o
 queue under a channel-unique correlation id; the table of unanswered requests maps that id to
 the connection and the peer's own id, so that the channel's ``respond`` finds where the answer
 goes. A connection that closes forgets its unanswered requests (a late response is dropped).
+With TLS identity binding, every request of a connection carries the replica id its client
+certificate proves (``InboundRequest.peer_id``).
 Runs on the channel's trio thread only.
 
 Limits (:class:`~kraft.runtime.limits.ConnectionLimits`, docs/transport.md "Limits")
@@ -25,8 +27,8 @@ import ctypes.util
 import itertools
 import logging
 import ssl
-from collections.abc import Callable
-from typing import Final
+from collections.abc import Callable, Mapping
+from typing import Any, Final
 
 import trio
 
@@ -64,6 +66,8 @@ _TRIM_AFTER_BYTES: Final = 1024 * 1024
 
 #: Channel correlation id -> the connection a request came on and the peer's correlation id.
 UnansweredRequests = dict[int, tuple[InboundConnection, int]]
+#: The replica id a client's certificate binds (``TlsConfig.peer_id``).
+PeerIdOf = Callable[[Mapping[str, Any] | None], int | None]
 
 
 def _malloc_trim() -> Callable[[int], int] | None:
@@ -106,6 +110,7 @@ class InboundServer:
         write_limit: int,
         request_timeout_s: float,
         tls_context: ssl.SSLContext | None,
+        peer_id_of: PeerIdOf | None,
         limits: ConnectionLimits,
         max_connections: int,
         voter_hosts: frozenset[str],
@@ -120,6 +125,7 @@ class InboundServer:
         self._write_limit = write_limit
         self._request_timeout_s = request_timeout_s
         self._tls_context = tls_context
+        self._peer_id_of = peer_id_of
         self._limits = limits
         self._max_connections = max_connections
         self._idle_s = limits.connections_max_idle_ms / 1000
@@ -226,6 +232,7 @@ class InboundServer:
 
     async def _serve(self, connection: InboundConnection, tcp_stream: trio.SocketStream) -> None:
         stream: trio.abc.Stream = tcp_stream
+        peer_id = None  # not authenticated: the core checks no claimed replica id
         try:
             with connection.scope:
                 if self._tls_context is not None:
@@ -233,10 +240,13 @@ class InboundServer:
                     if tls_stream is None:
                         return
                     stream = tls_stream
+                    if self._peer_id_of is not None:
+                        peer_id = self._peer_id_of(tls_stream.getpeercert())
+                        logger.debug("connection %s is replica %s", connection.label, peer_id)
                 async with trio.open_nursery() as nursery:
                     connection.enable_direct_writes(stream)
                     nursery.start_soon(write_until_broken, connection, stream)
-                    await self._read_requests(connection, stream)
+                    await self._read_requests(connection, stream, peer_id)
         except Exception:
             logger.exception("connection %s failed", connection.label)
         finally:
@@ -269,7 +279,9 @@ class InboundServer:
             return None
         return tls_stream
 
-    async def _read_requests(self, connection: InboundConnection, stream: trio.abc.Stream) -> None:
+    async def _read_requests(
+        self, connection: InboundConnection, stream: trio.abc.Stream, peer_id: int | None
+    ) -> None:
         decoder = RequestFrameDecoder(self._max_frame_size, budget=self._budget)
         unanswered = self._unanswered
         pending = connection.pending
@@ -306,6 +318,7 @@ class InboundServer:
                                 body=frame.body,
                                 received_ms=received_ms,
                                 api_version=header.api_version,
+                                peer_id=peer_id,
                             )
                         )
                     buffered = decoder.buffered_bytes

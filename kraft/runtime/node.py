@@ -29,6 +29,7 @@ Theory of operation
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import random
 import threading
@@ -58,7 +59,7 @@ from kraft.runtime.queue import BlockingMessageQueue
 from kraft.runtime.tls import TlsConfig
 from kraft.runtime.transport import TrioNetworkChannel
 
-__all__ = ["RaftNode"]
+__all__ = ["RaftNode", "unauthenticated_listener"]
 
 logger = logging.getLogger(__name__)
 
@@ -162,6 +163,17 @@ class RaftNode(Generic[T]):
             self._cluster_id,
             self.listen_address,
         )
+        reason = unauthenticated_listener(self.listen_address, self._tls)
+        if reason is not None:
+            logger.warning(
+                "node %d listens on %s with %s: any host that reaches this port can disrupt "
+                "the quorum (start elections, depose the leader, pose as a voter). Configure "
+                "[tls] with peer_identity, or keep the port on a network only the voters reach "
+                "(docs/operations.md, Security)",
+                self.node_id,
+                self.listen_address,
+                reason,
+            )
 
     def _open(self) -> None:
         meta = read_meta_properties(self.data_dir)
@@ -334,3 +346,22 @@ class RaftNode(Generic[T]):
     def is_running(self) -> bool:
         driver = self._driver
         return driver is not None and driver.is_alive()
+
+
+def unauthenticated_listener(listen: Endpoint, tls: TlsConfig | None) -> str | None:
+    """Why a node listening at ``listen`` lets any host that reaches it speak for a replica,
+    or None: a loopback address, or TLS that verifies and requires client certificates."""
+    if listen.host == "localhost":
+        return None
+    try:
+        if ipaddress.ip_address(listen.host).is_loopback:
+            return None
+    except ValueError:
+        pass  # a host name: others may reach it
+    if tls is None:
+        return "no TLS"
+    if not tls.verify:
+        return "TLS that does not verify certificates (tls.verify = false)"
+    if not tls.require_client_cert:
+        return "TLS that does not require client certificates (tls.require_client_cert = false)"
+    return None

@@ -247,6 +247,7 @@ class TrioNetworkChannel:
                 write_limit=self._write_limit,
                 request_timeout_s=self._request_timeout_s,
                 tls_context=server_context,
+                peer_id_of=None if self._tls is None else self._tls.peer_id,
                 limits=self._limits,
                 max_connections=max_connections,
                 voter_hosts=_voter_hosts(self._peers.values()),

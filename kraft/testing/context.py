@@ -147,9 +147,11 @@ class RaftTestContext(Generic[T]):
         cluster_id: str | None = None,
         api_version: int | None = None,
         correlation_id: int | None = None,
+        peer_id: int | None = None,
     ) -> int:
         """Queue ``body`` as a request from replica ``source``; return its correlation id.
 
+        ``peer_id`` is the replica the transport authenticated (``InboundRequest.peer_id``).
         The next :meth:`poll` handles it (one message per poll).
         """
         if correlation_id is None:
@@ -164,6 +166,7 @@ class RaftTestContext(Generic[T]):
                 body=body,
                 received_ms=self.clock.now_ms(),
                 api_version=api_version,
+                peer_id=peer_id,
             )
         )
         return correlation_id

@@ -221,7 +221,7 @@ def test_truncation_resets_the_fetch_timer() -> None:
     timeout = ctx.config.fetch_timeout_ms
     ctx.poll()
     sent, _ = ctx.single_sent_request(FetchRequest)
-    ctx.advance(timeout - 1)
+    ctx.advance(ctx.config.fetch_max_wait_ms)  # within the Fetch's deadline (§1.4.1)
     ctx.deliver_response(sent, diverging_response(3, 3))
     ctx.poll()
     ctx.advance(timeout - 1)

@@ -697,12 +697,13 @@ def test_only_one_fetch_is_in_flight() -> None:
 
 def test_a_successful_fetch_resets_the_fetch_timer() -> None:
     """§1.4/§1.6: every successful Fetch answer restarts the fetch timeout; the voter
-    becomes Prospective only after a whole fetch timeout without one."""
+    becomes Prospective only after a whole fetch timeout without one. (The answer comes
+    after the leader's longest wait, within the Fetch's deadline, §1.4.1.)"""
     ctx = follower_context()
     timeout = ctx.config.fetch_timeout_ms
     ctx.poll()
     sent, _ = ctx.single_sent_request(FetchRequest)
-    ctx.advance(timeout - 100)
+    ctx.advance(ctx.config.fetch_max_wait_ms)
     ctx.deliver_response(sent, leader_says())
     ctx.poll()
     ctx.advance(timeout - 1)
@@ -721,13 +722,14 @@ def test_a_failed_fetch_does_not_reset_the_fetch_timer() -> None:
         .build()
     )
     timeout = ctx.config.fetch_timeout_ms
+    wait = ctx.config.fetch_max_wait_ms  # answered within the Fetch's deadline (§1.4.1)
     ctx.poll()
     sent, _ = ctx.single_sent_request(FetchRequest)
-    ctx.advance(timeout - 100)
+    ctx.advance(wait)
     ctx.deliver_response(sent, FetchResponse(error_code=Errors.UNKNOWN_SERVER_ERROR))
     ctx.poll()
     assert ctx.role == "Follower"
-    ctx.advance(100)
+    ctx.advance(timeout - wait)
     ctx.poll()
     assert ctx.role == "Prospective"
 

@@ -104,6 +104,7 @@ def run(
             write_limit=64 * 1024 * KIB,
             request_timeout_s=REQUEST_TIMEOUT_S,
             tls_context=None,
+            peer_id_of=None,
             limits=limits,
             max_connections=limits.max_connections or 1000,
             voter_hosts=voter_hosts,
