@@ -649,6 +649,16 @@ class FileLog(LogBase):
         self._flushed_offset = offset
         write_checkpoint(self.directory / EPOCH_CHECKPOINT, self._epochs)
 
+    # TODO(disk branch): FileLog's side of the repair contract (replaced before merge).
+    def _set_aside_from(self, offset: int) -> None:
+        raise NotImplementedError
+
+    def _set_aside_snapshot(self, snapshot_id: OffsetAndEpoch) -> None:
+        raise NotImplementedError
+
+    def _persist_repair_target(self, target: OffsetAndEpoch | None) -> None:
+        raise NotImplementedError
+
     def _is_batch_boundary(self, offset: int) -> bool:
         if offset == self.log_end_offset:
             return True
