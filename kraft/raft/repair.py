@@ -119,7 +119,7 @@ class StorageRepair(Generic[T]):
         target = self._log.repair_target
         if target is None:
             if self._target is not None:
-                logger.warning("the log holds %s again: repair complete", self._target)
+                logger.info("the log holds %s again: repair complete", self._target)
                 self._target = None
                 self.metrics.record_repair_completed(now)
             return False
