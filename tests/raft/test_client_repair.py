@@ -19,6 +19,7 @@ from kraft.log.quorum_state import ElectionState
 from kraft.metrics import RaftMetrics
 from kraft.protocol.errors import Errors
 from kraft.protocol.messages import (
+    BeginQuorumEpochRequest,
     EndQuorumEpochRequest,
     FetchRequest,
     FetchSnapshotRequest,
@@ -405,3 +406,24 @@ def test_a_snapshot_served_in_small_chunks_is_the_file() -> None:
             assert response.partition_error_code == Errors.NONE
             got += response.unaligned_records
         assert got == data
+
+
+def test_a_leader_that_finds_corruption_in_its_append_path_resigns_without_a_heartbeat() -> None:
+    """§1.14: a parked Fetch answered after an append (the append misdirected: the new batch
+    reads blank) finds the corruption inside the leader's own poll step; the leader resigns
+    there, answers NOT_LEADER_OR_FOLLOWER, and that step sends no BeginQuorumEpoch."""
+    ctx = leader_context()
+    parked = ctx.fetch_request(LEADER_EPOCH, 3, 5, LEADER_EPOCH, max_wait_ms=10_000)
+    ctx.deliver_request(parked, 3)
+    ctx.poll()
+    assert ctx.sent_responses() == []
+    ctx.log.misdirect_next_append(onto_offset=3)
+    ctx.client.prepare_append(LEADER_EPOCH, [b"e"])
+    ctx.client.schedule_prepared_append()
+    ctx.advance(ctx.config.fetch_timeout_ms)  # the heartbeat is due in the same step
+    ctx.poll()
+    (answer,) = ctx.sent_responses()
+    assert answer.body.partition_error_code == Errors.NOT_LEADER_OR_FOLLOWER
+    assert answer.body.records == b""
+    assert ctx.role == "Resigned"
+    assert ctx.sent_requests(BeginQuorumEpochRequest) == []
