@@ -78,11 +78,12 @@ def _scan(snapshot: RawSnapshotReader) -> _Layout:
     position = 0
     try:
         while position < size:
-            window = snapshot.read(position, SCAN_WINDOW_BYTES)
-            if len(window) < _LENGTH_END or _length_at(window, 0) > len(window):
-                # The batch here is larger than the window (or cut short): read it whole.
-                whole = _length_at(window, 0) if len(window) >= _LENGTH_END else len(window)
-                window = snapshot.read(position, max(1, whole))
+            window = snapshot.read(position, max(SCAN_WINDOW_BYTES, _LENGTH_END))
+            whole = _length_at(window, 0) if len(window) >= _LENGTH_END else 0
+            if len(window) < whole <= size - position:
+                # The batch here is larger than the window: read it whole. (A length that runs
+                # past the file is left to read_batch: "truncated", nothing more read.)
+                window = snapshot.read(position, whole)
             at = 0
             while at < len(window) and (
                 at == 0
