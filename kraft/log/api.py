@@ -131,6 +131,12 @@ class ReplicatedLog(Protocol):
         A batch whose last offset is at or past the isolation limit is not returned. At least
         one batch is returned when one is visible, even if it is larger than ``max_bytes``.
         ``start_offset`` outside ``[log_start_offset, log_end_offset]`` is a ``ValueError``.
+
+        Every batch returned has been checked (length, magic, CRC, and the base and last
+        offsets the log expects there): bytes known to be corrupt are never returned. The
+        read stops before the first bad batch; if that is the first one, it raises
+        :class:`~kraft.errors.CorruptRecordError` whose ``offset`` is the offset to hand to
+        :meth:`quarantine_from` (at or below the bad batch, at or above the log start).
         """
 
     @property
@@ -167,6 +173,35 @@ class ReplicatedLog(Protocol):
 
     def initialize_leader_epoch(self, epoch: int) -> None:
         """Record that ``epoch`` starts at the log end offset (a new leader's first step)."""
+
+    # -- repair (docs/storage.md, "When a disk lies") -------------------------------------
+    @property
+    def repair_target(self) -> OffsetAndEpoch | None:
+        """Where this log ended (offset, epoch of its last batch) before it set aside data it
+        found corrupt or lost; None while it holds everything it ever acknowledged.
+
+        While set, the replica may have acknowledged records it no longer holds, so it must
+        not stand for election, must not grant a vote to a candidate whose log (last epoch,
+        end offset) is behind this target, and as leader must resign. It is durable (it
+        survives restarts) and clears itself once the log's (last epoch, end offset) reaches
+        it again: by then the log holds the current leader's copy of everything it had lost.
+        """
+
+    def quarantine_from(self, offset: int, reason: str) -> OffsetAndEpoch:
+        """Set aside every batch from the one holding ``offset`` on, because it is corrupt or
+        missing (``reason`` says which, for the log line). Even below the high watermark,
+        which falls to the new log end. The bytes are kept beside the log for inspection,
+        never deleted. Raises the repair target (durably, before anything moves) to the
+        (end offset, last epoch) the log had, and returns it. ``offset`` at or below the log
+        start empties the log onto the snapshot there.
+        """
+
+    def quarantine_snapshot(self, snapshot_id: OffsetAndEpoch, reason: str) -> None:
+        """Set aside a frozen snapshot found corrupt (renamed, not deleted). If the log
+        started at it, the log start moves up to the next snapshot inside the log when there
+        is one; otherwise the log is set aside whole and empties to offset 0 with the repair
+        target raised, so that the replica fetches the leader's snapshot before it delivers
+        anything. Unknown ids are ignored."""
 
     # -- truncation and durability ---------------------------------------------------------
     def truncate_to(self, offset: int) -> None:

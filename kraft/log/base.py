@@ -112,6 +112,8 @@ class LogBase(ABC):
         self._snapshots: dict[OffsetAndEpoch, RawSnapshotReader] = {}
         self._snapshot_ids: list[OffsetAndEpoch] = []
         self.retention = retention or SnapshotRetention()
+        #: See ``ReplicatedLog.repair_target``; subclasses load it when they open.
+        self._repair_target: OffsetAndEpoch | None = None
 
     # Provided by subclasses: where the bytes live.
     @property
@@ -153,6 +155,20 @@ class LogBase(ABC):
     @abstractmethod
     def size_in_bytes(self) -> int:
         """The bytes the log's batches take."""
+
+    @abstractmethod
+    def _set_aside_from(self, offset: int) -> None:
+        """Move every batch from the one holding ``offset`` on out of the log, keeping the
+        bytes beside it (never deleting them); the log ends where they began. Ignores the
+        high watermark (the caller lowers it) and leaves the epoch cache to the caller."""
+
+    @abstractmethod
+    def _set_aside_snapshot(self, snapshot_id: OffsetAndEpoch) -> None:
+        """Move a frozen snapshot's bytes out of the log's snapshots, keeping them."""
+
+    @abstractmethod
+    def _persist_repair_target(self, target: OffsetAndEpoch | None) -> None:
+        """Make the repair target (or its absence) durable."""
 
     # -- high watermark --------------------------------------------------------------------
     @property
@@ -278,6 +294,84 @@ class LogBase(ABC):
                 target = local.offset
         self.truncate_to(target)
         return target
+
+    # -- repair (docs/storage.md, "When a disk lies") ------------------------------------
+    @property
+    def repair_target(self) -> OffsetAndEpoch | None:
+        return self._repair_target
+
+    def _end_and_epoch(self) -> OffsetAndEpoch:
+        return OffsetAndEpoch(self.log_end_offset, self.last_fetched_epoch)
+
+    def _raise_repair_target(self, target: OffsetAndEpoch) -> OffsetAndEpoch:
+        """Make ``target`` the repair target unless a later one is already set (durably)."""
+        current = self._repair_target
+        if current is None or (target.epoch, target.offset) > (current.epoch, current.offset):
+            self._persist_repair_target(target)
+            self._repair_target = target
+            return target
+        return current
+
+    def _check_repaired(self) -> None:
+        """Clear the repair target once the log has reached it again (call after appends)."""
+        target = self._repair_target
+        if target is None:
+            return
+        end = self._end_and_epoch()
+        if (end.epoch, end.offset) >= (target.epoch, target.offset):
+            self._persist_repair_target(None)
+            self._repair_target = None
+            logger.warning("log repaired: it reaches %s again (repair target %s)", end, target)
+
+    def quarantine_from(self, offset: int, reason: str) -> OffsetAndEpoch:
+        before = self._end_and_epoch()
+        target = self._raise_repair_target(before)
+        self._set_aside_from(max(offset, self.log_start_offset))
+        self._epochs.truncate_from_end(self.log_end_offset)
+        self._high_watermark = min(self._high_watermark, self.log_end_offset)
+        logger.error(
+            "set aside the log from offset %d to %d (%s): this replica will not vote for a "
+            "log behind %s nor stand for election until it has fetched that far again",
+            self.log_end_offset,
+            before.offset,
+            reason,
+            target,
+        )
+        return target
+
+    def quarantine_snapshot(self, snapshot_id: OffsetAndEpoch, reason: str) -> None:
+        if snapshot_id not in self._snapshots:
+            return
+        at_start = 0 < self.log_start_offset == snapshot_id.offset
+        self._set_aside_snapshot(snapshot_id)
+        self._snapshots.pop(snapshot_id).close()
+        self._snapshot_ids.remove(snapshot_id)
+        logger.error("set aside snapshot %s: %s", snapshot_id, reason)
+        if not at_start:
+            return
+        inside = [s for s in self._snapshot_ids if self.log_start_offset < s.offset]
+        if inside and inside[0].offset <= self.log_end_offset:
+            # The log holds what lies between: start it at the next snapshot instead.
+            self._advance_log_start(inside[0].offset)
+            self._epochs.truncate_from_start(inside[0].offset)
+            return
+        self._start_over(f"the log started at snapshot {snapshot_id}, now set aside")
+
+    def _start_over(self, why: str) -> None:
+        """Nothing stands for the records below the log start any more: set the log aside
+        whole and empty it to offset 0 (repair target raised), so that the replica fetches
+        the leader's snapshot before it delivers anything."""
+        target = self._raise_repair_target(self._end_and_epoch())
+        self._set_aside_from(self.log_start_offset)
+        self._epochs = EpochCache()
+        self._reset_to(0)
+        self._high_watermark = 0
+        logger.error(
+            "%s: the log is set aside and emptied to offset 0, to fetch the leader's "
+            "snapshot first; repair target %s",
+            why,
+            target,
+        )
 
     # -- snapshots (KIP-630, docs/snapshots.md) -----------------------------------------------
     @property

@@ -5,13 +5,22 @@ the log tracks what has been flushed: :meth:`MemoryLog.crash` drops every batch 
 exactly as a machine losing its page cache would, and forgets the (never persisted) high
 watermark. Batches are kept as the v2 bytes they were appended as, so reads return the same
 bytes a ``FileLog`` would.
+
+It can also lie the way disks do, for the simulator's storage faults (docs/storage.md, "When a
+disk lies"): :meth:`MemoryLog.corrupt_batch` and :meth:`MemoryLog.corrupt_snapshot` flip bits,
+:meth:`MemoryLog.lose_next_flush` makes a flush report success and keep nothing, and
+:meth:`MemoryLog.misdirect_next_append` writes a batch over another one. Reads check every
+batch, and :meth:`MemoryLog.crash` recovers as ``FileLog`` opens: whatever it finds corrupt or
+missing it sets aside and marks for repair from the quorum.
 """
 
 from __future__ import annotations
 
 import bisect
+import logging
 from collections.abc import Sequence
 
+from kraft.errors import CorruptRecordError
 from kraft.log.api import (
     DEFAULT_MAX_READ_BYTES,
     Isolation,
@@ -26,10 +35,19 @@ from kraft.log.base import (
     validate_follower_batches,
 )
 from kraft.log.epoch_cache import EpochCache
-from kraft.record.batch import Buffer, RecordBatch, SimpleRecord, encode_batch, read_batch
-from kraft.snapshot.raw import MemoryRawSnapshotWriter, RawSnapshotWriter
+from kraft.record.batch import (
+    Buffer,
+    RecordBatch,
+    SimpleRecord,
+    encode_batch,
+    iter_batches,
+    read_batch,
+)
+from kraft.snapshot.raw import MemoryRawSnapshotReader, MemoryRawSnapshotWriter, RawSnapshotWriter
 
 __all__ = ["MemoryLog"]
+
+logger = logging.getLogger(__name__)
 
 
 class MemoryLog(LogBase):
@@ -43,6 +61,13 @@ class MemoryLog(LogBase):
         self._start_offset = 0
         self._end_offset = 0
         self._flushed_offset = 0
+        #: What the log believes it made durable, (end offset, epoch) at the last flush: a
+        #: lying flush moves this and not ``_flushed_offset`` (FileLog's recovery point).
+        self._flushed_mark = OffsetAndEpoch(0, 0)
+        self._lose_next_flush = False
+        self._misdirect_onto: int | None = None
+        #: Batches and snapshots set aside as corrupt or cut off behind a corrupt one.
+        self.set_aside: list[bytes] = []
 
     # -- offsets ---------------------------------------------------------------------------
     @property
@@ -73,12 +98,14 @@ class MemoryLog(LogBase):
         data = encode_batch(base, epoch, records, timestamp_ms=timestamp_ms, control=control)
         self._epochs.assign(epoch, base)
         self._add(data, base, base + len(records) - 1)
+        self._check_repaired()
         return LogAppendInfo(base, base + len(records) - 1)
 
     def append_encoded(self, data: bytes) -> LogAppendInfo:
         batch = check_encoded_batch(data, self._end_offset, self._epoch_floor())
         self._epochs.assign(batch.partition_leader_epoch, batch.base_offset)
         self._add(bytes(data), batch.base_offset, batch.last_offset)
+        self._check_repaired()
         return LogAppendInfo(batch.base_offset, batch.last_offset)
 
     def append_as_follower(self, batches: Buffer) -> LogAppendInfo:
@@ -87,9 +114,17 @@ class MemoryLog(LogBase):
         for batch in views:
             self._epochs.assign(batch.partition_leader_epoch, batch.base_offset)
             self._add(bytes(batch.buffer), batch.base_offset, batch.last_offset)
+        self._check_repaired()
         return LogAppendInfo(first, views[-1].last_offset)
 
     def _add(self, data: bytes, base_offset: int, last_offset: int) -> None:
+        onto = self._misdirect_onto
+        if onto is not None and self._batches:
+            # The bytes land on an older batch; where they belonged stays blank.
+            self._misdirect_onto = None
+            k = min(bisect.bisect_left(self._last_offsets, onto), len(self._batches) - 1)
+            self._batches[k] = data
+            data = bytes(len(data))
         self._batches.append(data)
         self._base_offsets.append(base_offset)
         self._last_offsets.append(last_offset)
@@ -116,12 +151,29 @@ class MemoryLog(LogBase):
             data = self._batches[i]
             if out and size + len(data) > max_bytes:
                 break
+            if not self._intact(i):
+                if out:
+                    break
+                raise CorruptRecordError(
+                    "the batch the log holds there is corrupt", offset=self._base_offsets[i]
+                )
             if not out:
                 first_offset = self._base_offsets[i]
             out.append(data)
             size += len(data)
             i += 1
         return LogFetchInfo(b"".join(out), first_offset)
+
+    def _intact(self, i: int) -> bool:
+        """Whether batch ``i`` is whole, passes its CRC and holds the offsets it should."""
+        try:
+            batch = read_batch(self._batches[i])
+        except CorruptRecordError:
+            return False
+        return (
+            batch.base_offset == self._base_offsets[i]
+            and batch.last_offset == self._last_offsets[i]
+        )
 
     def batches_between(self, start_offset: int, end_offset: int) -> list[RecordBatch]:
         """Views of every batch that ends at or after ``start_offset`` and begins before
@@ -149,10 +201,19 @@ class MemoryLog(LogBase):
             del self._last_offsets[keep:]
             self._end_offset = self._last_offsets[-1] + 1 if self._batches else self._start_offset
         self._epochs.truncate_from_end(min(offset, self._end_offset))
-        self._flushed_offset = min(self._flushed_offset, self._end_offset)
+        self._lower_flushed(self._end_offset)
+
+    def _lower_flushed(self, end: int) -> None:
+        self._flushed_offset = min(self._flushed_offset, end)
+        if self._flushed_mark.offset > end:
+            self._flushed_mark = OffsetAndEpoch(end, self.last_fetched_epoch)
 
     def flush(self, force: bool = False) -> None:
-        self._flushed_offset = self._end_offset
+        if self._lose_next_flush:
+            self._lose_next_flush = False
+        else:
+            self._flushed_offset = self._end_offset
+        self._flushed_mark = self._end_and_epoch()
 
     def crash(self) -> None:
         """Lose what a power cut would: unflushed batches and the high watermark.
@@ -166,9 +227,80 @@ class MemoryLog(LogBase):
         self._end_offset = self._last_offsets[-1] + 1 if self._batches else self._start_offset
         self._epochs.truncate_from_end(self._end_offset)
         self._high_watermark = self._start_offset
+        self._recover()
         # A snapshot is durable once frozen; if the crash left the log behind it (records
         # not flushed yet), restart from it, as FileLog's recovery does.
         self.truncate_to_latest_snapshot()
+
+    def _recover(self) -> None:
+        """What FileLog's open does: check every snapshot and batch, set aside what is
+        corrupt, and notice a log that ends below what it had made durable (a lost write)."""
+        for snapshot_id in list(self._snapshot_ids):
+            try:
+                for _ in iter_batches(self._snapshots[snapshot_id].records()):
+                    pass
+            except CorruptRecordError as exc:
+                self.quarantine_snapshot(snapshot_id, f"corrupt at recovery: {exc}")
+        mark = self._flushed_mark
+        bad = next((i for i in range(len(self._batches)) if not self._intact(i)), None)
+        if bad is not None:
+            self.quarantine_from(self._base_offsets[bad], "corrupt batch found at recovery")
+        if self._end_offset < mark.offset:
+            target = self._raise_repair_target(mark)
+            logger.error(
+                "the log ends at %d, below the %d it had made durable (a lost write): "
+                "repair target %s",
+                self._end_offset,
+                mark.offset,
+                target,
+            )
+        self._flushed_mark = self._end_and_epoch()
+
+    # -- storage faults, for the simulator --------------------------------------------------
+    def corrupt_batch(self, offset: int, position: int, mask: int = 0x01) -> None:
+        """Flip the bits ``mask`` of byte ``position`` (modulo the size) of the batch holding
+        ``offset``: bit rot that nothing notices until the batch is read."""
+        if not self._start_offset <= offset < self._end_offset:
+            raise ValueError(f"offset {offset} is outside the log")
+        k = bisect.bisect_left(self._last_offsets, offset)
+        data = bytearray(self._batches[k])
+        data[position % len(data)] ^= mask & 0xFF or 0x01
+        self._batches[k] = bytes(data)
+
+    def corrupt_snapshot(
+        self, snapshot_id: OffsetAndEpoch, position: int, mask: int = 0x01
+    ) -> None:
+        """Flip bits of one byte of a frozen snapshot (readers handed out keep their bytes)."""
+        reader = self._snapshots[snapshot_id]
+        data = bytearray(reader.records())
+        if not data:
+            return
+        data[position % len(data)] ^= mask & 0xFF or 0x01
+        self._snapshots[snapshot_id] = MemoryRawSnapshotReader(snapshot_id, bytes(data))
+
+    def lose_next_flush(self) -> None:
+        """The next flush reports success and makes nothing durable."""
+        self._lose_next_flush = True
+
+    def misdirect_next_append(self, onto_offset: int) -> None:
+        """The next batch appended is written over the batch holding ``onto_offset`` (or the
+        last one), leaving blank bytes where it belonged."""
+        self._misdirect_onto = onto_offset
+
+    def _set_aside_from(self, offset: int) -> None:
+        keep = bisect.bisect_left(self._last_offsets, offset)
+        self.set_aside.extend(self._batches[keep:])
+        del self._batches[keep:]
+        del self._base_offsets[keep:]
+        del self._last_offsets[keep:]
+        self._end_offset = self._last_offsets[-1] + 1 if self._batches else self._start_offset
+        self._lower_flushed(self._end_offset)
+
+    def _set_aside_snapshot(self, snapshot_id: OffsetAndEpoch) -> None:
+        self.set_aside.append(self._snapshots[snapshot_id].records())
+
+    def _persist_repair_target(self, target: OffsetAndEpoch | None) -> None:
+        pass  # the field itself survives crash(): memory stands for the disk here
 
     # -- snapshots: kept in memory, durable once frozen -------------------------------------
     def _new_snapshot_writer(self, snapshot_id: OffsetAndEpoch) -> RawSnapshotWriter:
@@ -192,6 +324,7 @@ class MemoryLog(LogBase):
         self._base_offsets.clear()
         self._last_offsets.clear()
         self._start_offset = self._end_offset = self._flushed_offset = offset
+        self._flushed_mark = OffsetAndEpoch(offset, 0)
 
     def _is_batch_boundary(self, offset: int) -> bool:
         if offset == self._end_offset:

@@ -37,18 +37,13 @@ from kraft.protocol.errors import Errors
 from kraft.protocol.int32 import int32_fields_in_range
 from kraft.protocol.messages import (
     BeginQuorumEpochRequest,
-    BeginQuorumEpochResponse,
     DescribeQuorumRequest,
     EndQuorumEpochRequest,
-    EndQuorumEpochResponse,
     FetchRequest,
-    FetchResponse,
     FetchSnapshotRequest,
-    FetchSnapshotResponse,
     Request,
     Response,
     VoteRequest,
-    VoteResponse,
 )
 from kraft.raft.accumulator import NOTHING_TO_DRAIN_MS, AppendLock, BatchAccumulator
 from kraft.raft.channel import (
@@ -64,15 +59,11 @@ from kraft.raft.listener_registry import ListenerRegistry
 from kraft.raft.listeners import LeaderAndEpoch, Listener
 from kraft.raft.quorum import QuorumState
 from kraft.raft.quorum_epoch import QuorumEpochRpcs
+from kraft.raft.repair import StorageRepair
 from kraft.raft.replica_fetcher import ReplicaFetcher
 from kraft.raft.requests import RequestManager, bootstrap_server_id
 from kraft.raft.resources import RESOURCE_RETRY_MS, ResourceFailures, append_leader_batches
-from kraft.raft.response_prologue import (
-    ResponseKind,
-    ResponsePrologue,
-    named_leader_of_epoch_response,
-    named_leader_of_fetch_response,
-)
+from kraft.raft.response_prologue import ResponsePrologue, response_kinds
 from kraft.raft.rpc import PeerCheck, refusal
 from kraft.raft.shutdown import GracefulShutdown
 from kraft.raft.states import (
@@ -152,8 +143,12 @@ class KafkaRaftClient(Generic[T]):
         self._requests = RequestManager(
             bootstrap, config.retry_backoff_ms, config.request_timeout_ms, rand
         )
+        self._repair: StorageRepair[T] = StorageRepair(
+            self.quorum, log, self._requests, self._transition_to_resigned, self._prospective_lost
+        )
+        self._repair.metrics = metrics
         self._fetch_server: FetchServer[T] = FetchServer(
-            self.quorum, log, config, channel, lambda: self._shutdown is not None
+            self.quorum, log, config, channel, lambda: self._shutdown is not None, self._repair
         )
         self._fetcher: ReplicaFetcher[T] = ReplicaFetcher(
             local_id=local_id,
@@ -168,7 +163,7 @@ class KafkaRaftClient(Generic[T]):
             metrics=metrics,
         )
         self._listeners: ListenerRegistry[T] = ListenerRegistry(
-            log, serde, queue.wakeup, clock, metrics
+            log, serde, queue.wakeup, clock, metrics, self._repair
         )
         self._epoch_rpcs = epoch_rpcs = QuorumEpochRpcs(self.quorum, config, self._maybe_transition)
         self._vote_rpcs: VoteRpcs[T] = VoteRpcs(
@@ -210,28 +205,7 @@ class KafkaRaftClient(Generic[T]):
         self._prologue = ResponsePrologue(
             self.quorum, self._maybe_transition, self._transition_to_follower
         )
-        epoch_named = named_leader_of_epoch_response
-        fetch_named = named_leader_of_fetch_response
-        # kraft sends no DescribeQuorum: its response is never expected, so it has no entry.
-        self._response_kinds: dict[type, ResponseKind] = {
-            FetchResponse: ResponseKind(fetch_named, self._fetcher.handle_fetch_response),
-            VoteResponse: ResponseKind(
-                epoch_named,
-                self._vote_rpcs.handle_vote_response,
-                top_level_error=self._vote_rpcs.handle_vote_top_level_error,
-            ),
-            BeginQuorumEpochResponse: ResponseKind(
-                epoch_named, epoch_rpcs.handle_begin_quorum_epoch_response
-            ),
-            EndQuorumEpochResponse: ResponseKind(
-                epoch_named, epoch_rpcs.handle_end_quorum_epoch_response
-            ),
-            FetchSnapshotResponse: ResponseKind(
-                fetch_named,
-                self._fetcher.handle_fetch_snapshot_response,
-                own_errors=frozenset({Errors.SNAPSHOT_NOT_FOUND, Errors.POSITION_OUT_OF_RANGE}),
-            ),
-        }
+        self._response_kinds = response_kinds(self._fetcher, self._vote_rpcs, epoch_rpcs)
 
     # -- Lifecycle --------------------------------------------------------------------------------
     def initialize(self) -> None:
@@ -243,10 +217,11 @@ class KafkaRaftClient(Generic[T]):
         self.quorum.initialize(self.log.last_fetched_epoch, now)
         self._initialized = True
         state = self.quorum.state
-        if self.quorum.is_only_voter and not isinstance(state, CandidateState):
+        standing = not self._repair.poll(now)  # under repair: no election (kraft/raft/repair.py)
+        if standing and self.quorum.is_only_voter and not isinstance(state, CandidateState):
             # A single voter elects itself at once: Prospective, Candidate, Leader.
             self._transition_to_prospective(now)
-        elif isinstance(state, CandidateState):
+        elif standing and isinstance(state, CandidateState):
             self._on_become_candidate(now)
         self._fire_leader_change()
 
@@ -262,6 +237,7 @@ class KafkaRaftClient(Generic[T]):
     @metrics.setter
     def metrics(self, recorder: MetricsRecorder) -> None:
         self._metrics = self._fetcher.metrics = self._listeners.metrics = recorder
+        self._repair.metrics = recorder
 
     def close(self) -> None:
         """Flush the log and drop the leader's unwritten appends. The log itself belongs to
@@ -469,6 +445,7 @@ class KafkaRaftClient(Generic[T]):
         now = self.clock.now_ms()
         if self._maybe_complete_shutdown(now):
             return NO_DEADLINE
+        self._repair.poll(now)
         state = self.quorum.state
         timeout = self._state_pollers[type(state)](state, now)
         timeout = min(timeout, self._fetch_server.expire_parked(now))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kraft.protocol.envelope import InboundResponse
 from kraft.protocol.errors import Errors, error_name
@@ -35,9 +35,15 @@ from kraft.raft.rpc import (
 )
 from kraft.raft.states import Endpoints
 
+if TYPE_CHECKING:
+    from kraft.raft.quorum_epoch import QuorumEpochRpcs
+    from kraft.raft.replica_fetcher import ReplicaFetcher
+    from kraft.raft.vote import VoteRpcs
+
 __all__ = [
     "ResponseKind",
     "ResponsePrologue",
+    "response_kinds",
     "named_leader_of_epoch_response",
     "named_leader_of_fetch_response",
 ]
@@ -73,6 +79,34 @@ class ResponseKind(NamedTuple):
     #: A top-level error the API handles itself: ``(response, error, now) -> ok``, or None
     #: for the common handling.
     top_level_error: Callable[[InboundResponse, int, int], bool | None] | None = None
+
+
+def response_kinds(
+    fetcher: ReplicaFetcher[Any], vote_rpcs: VoteRpcs[Any], epoch_rpcs: QuorumEpochRpcs[Any]
+) -> dict[type, ResponseKind]:
+    """The client's dispatch table, one entry per response type it expects. kraft sends no
+    DescribeQuorum: its response is never expected, so it has no entry."""
+    epoch_named = named_leader_of_epoch_response
+    fetch_named = named_leader_of_fetch_response
+    return {
+        FetchResponse: ResponseKind(fetch_named, fetcher.handle_fetch_response),
+        VoteResponse: ResponseKind(
+            epoch_named,
+            vote_rpcs.handle_vote_response,
+            top_level_error=vote_rpcs.handle_vote_top_level_error,
+        ),
+        BeginQuorumEpochResponse: ResponseKind(
+            epoch_named, epoch_rpcs.handle_begin_quorum_epoch_response
+        ),
+        EndQuorumEpochResponse: ResponseKind(
+            epoch_named, epoch_rpcs.handle_end_quorum_epoch_response
+        ),
+        FetchSnapshotResponse: ResponseKind(
+            fetch_named,
+            fetcher.handle_fetch_snapshot_response,
+            own_errors=frozenset({Errors.SNAPSHOT_NOT_FOUND, Errors.POSITION_OUT_OF_RANGE}),
+        ),
+    }
 
 
 class ResponsePrologue:
