@@ -30,6 +30,7 @@ from __future__ import annotations
 import bisect
 import fcntl
 import logging
+import mmap
 import os
 import re
 from collections.abc import Sequence
@@ -64,12 +65,13 @@ from kraft.log.quarantine import (
 from kraft.log.recovery import (
     EPOCH_CHECKPOINT,
     RECOVERY_POINT,
+    RECOVERY_POINT_SIZE,
     format_recovery_point,
     move_aside,
     read_recovery_point,
     recover_segments,
 )
-from kraft.log.segment import Segment, datasync
+from kraft.log.segment import Segment
 from kraft.record.batch import Buffer, SimpleRecord, encode_batch, iter_batches
 from kraft.snapshot.files import (
     clean_snapshot_directory,
@@ -118,8 +120,9 @@ class FileLog(LogBase):
         self._bases = [s.base_offset for s in segments]
         self._recovery_point = recovery_point
         self._lock_fd = lock_fd
-        #: The recovery-point file, open for in-place overwrites (see _write_mark).
+        #: The recovery-point file, overwritten in place through a mapping (see _write_mark).
         self._mark_fd = mark_fd
+        self._mark_map: mmap.mmap | None = None  # mapped once recovery has settled the log
         self._segment_bytes = segment_bytes
         self._index_interval = index_interval_bytes
         self._flushed_offset = self.log_end_offset
@@ -183,8 +186,11 @@ class FileLog(LogBase):
         )
         log._repair_target = target
         try:
-            if mark is None:
-                os.ftruncate(mark_fd, 0)  # an older format may be longer than the new record
+            # The mark is written through a shared mapping: a flush stores 43 bytes in the
+            # page cache, with no system call and no inode update each time (a pwrite costs a
+            # journal entry for the file's mtime on the next fsync of the segment).
+            os.ftruncate(mark_fd, RECOVERY_POINT_SIZE)
+            log._mark_map = mmap.mmap(mark_fd, RECOVERY_POINT_SIZE)
             log._write_mark(log._end_and_epoch(), durable=True)
             fsync_directory(directory)  # the recovery-point file may be new
         except BaseException:
@@ -590,10 +596,12 @@ class FileLog(LogBase):
 
     def _write_mark(self, mark: OffsetAndEpoch, *, durable: bool) -> None:
         """Overwrite the recovery point in place (fixed size): fsynced only if ``durable``."""
+        mapped = self._mark_map
+        assert mapped is not None
         try:
-            os.pwrite(self._mark_fd, format_recovery_point(mark), 0)
+            mapped[:] = format_recovery_point(mark)
             if durable:
-                datasync(self._mark_fd)
+                mapped.flush()  # msync(MS_SYNC): as fdatasync, for the mapped page
         except OSError as exc:
             raise StorageError(f"cannot write {self.directory / RECOVERY_POINT}: {exc}") from exc
         self._recovery_point = mark.offset
@@ -638,6 +646,8 @@ class FileLog(LogBase):
         self._close_snapshots()
         for segment in self._segments:
             segment.close()
+        if self._mark_map is not None:
+            self._mark_map.close()
         os.close(self._mark_fd)
         os.close(self._lock_fd)
         self._closed = True

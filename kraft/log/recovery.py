@@ -51,6 +51,7 @@ from kraft.log.segment import Segment, index_path, log_path, segment_name
 __all__ = [
     "EPOCH_CHECKPOINT",
     "RECOVERY_POINT",
+    "RECOVERY_POINT_SIZE",
     "Recovered",
     "format_recovery_point",
     "move_aside",
@@ -64,6 +65,8 @@ EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 RECOVERY_POINT = "recovery-point"
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.log$")
 _RECOVERY_POINT_VERSION = "1"
+#: The size of the recovery-point file: ``1 <20 digits> <10 digits> <8 hex digits>\n``.
+RECOVERY_POINT_SIZE = 43
 
 
 class Recovered(NamedTuple):
