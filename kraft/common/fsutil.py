@@ -2,7 +2,7 @@
 
 Here, below both :mod:`kraft.log` and :mod:`kraft.snapshot`, because both use them (a frozen
 snapshot's rename is made durable by :func:`fsync_directory`).
-``quorum-state``, ``meta.properties``, ``leader-epoch-checkpoint`` and ``recovery-point`` are
+``quorum-state``, ``meta.properties``, ``leader-epoch-checkpoint`` and ``repair-target`` are
 all replaced the same way: write a temporary file, fsync it, rename it over the old one
 (atomic on POSIX), fsync the directory so the rename itself is durable. A crash at any point
 leaves either the old file or the new one, never a mix.

@@ -132,8 +132,9 @@ class ReplicatedLog(Protocol):
         one batch is returned when one is visible, even if it is larger than ``max_bytes``.
         ``start_offset`` outside ``[log_start_offset, log_end_offset]`` is a ``ValueError``.
 
-        Every batch returned has been checked (length, magic, CRC, and the base and last
-        offsets the log expects there): bytes known to be corrupt are never returned. The
+        Every batch returned has been checked (length, magic, CRC, the base and last offsets
+        the log expects there and, as neither the base offset nor the epoch is under the CRC,
+        the epoch its epoch cache has for them): bytes known to be corrupt are never returned. The
         read stops before the first bad batch; if that is the first one, it raises
         :class:`~kraft.errors.CorruptRecordError` whose ``offset`` is the offset to hand to
         :meth:`quarantine_from` (at or below the bad batch, at or above the log start).

@@ -165,14 +165,17 @@ class MemoryLog(LogBase):
         return LogFetchInfo(b"".join(out), first_offset)
 
     def _intact(self, i: int) -> bool:
-        """Whether batch ``i`` is whole, passes its CRC and holds the offsets it should."""
+        """Whether batch ``i`` is whole, passes its CRC and holds the offsets and the epoch it
+        should (neither the base offset nor the epoch is under the CRC)."""
         try:
             batch = read_batch(self._batches[i])
         except CorruptRecordError:
             return False
+        base = self._base_offsets[i]
         return (
-            batch.base_offset == self._base_offsets[i]
+            batch.base_offset == base
             and batch.last_offset == self._last_offsets[i]
+            and batch.partition_leader_epoch == self._epochs.epoch_at(base, self._start_epoch())
         )
 
     def batches_between(self, start_offset: int, end_offset: int) -> list[RecordBatch]:

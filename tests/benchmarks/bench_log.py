@@ -39,7 +39,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from kraft.log import FileLog
-from kraft.log.file import RECOVERY_POINT
+from kraft.log.api import OffsetAndEpoch
+from kraft.log.recovery import RECOVERY_POINT, format_recovery_point
 from kraft.record import encode_batch, iter_batches, with_base_offset
 
 REPO = Path(__file__).resolve().parents[2]
@@ -284,7 +285,9 @@ def bench_recovery(directory: Path, sizes: Sizes) -> list[Result]:
 
     def crash_reopen() -> float:
         # A crash long after the first roll: every batch past the recovery point is checked.
-        (directory / RECOVERY_POINT).write_text(f"0\n{early_roll}\n")
+        (directory / RECOVERY_POINT).write_bytes(
+            format_recovery_point(OffsetAndEpoch(early_roll, 1))
+        )
         reopened: list[FileLog] = []
         seconds = timed(
             lambda: reopened.append(FileLog.open(directory, segment_bytes=segment_bytes))

@@ -161,6 +161,21 @@ def test_info_on_an_unformatted_directory(
     assert code == 1 and "not a directory" in err
 
 
+def test_recover_quorum_state(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 17, hole 7: a node that lost its quorum-state gets one that cannot vote again in
+    the quorum's current epoch (nor below it)."""
+    run(capsys, "storage", "format", "-t", CLUSTER_ID, "-n", "4", str(tmp_path))
+    code, out, _ = run(capsys, "storage", "recover-quorum-state", str(tmp_path), "--epoch", "9")
+    assert code == 0 and "epoch 9" in out
+    state = FileQuorumStateStore.in_directory(tmp_path).read_election_state()
+    assert state is not None
+    assert (state.epoch, state.leader_id) == (9, None)
+    assert state.has_voted and not state.is_voted_candidate(4, None)
+    code, _, err = run(capsys, "storage", "recover-quorum-state", str(tmp_path), "--epoch", "9")
+    assert code == 1 and "nothing to recover" in err  # never over a state that exists
+    assert run(capsys, "storage", "recover-quorum-state", str(tmp_path))[0] == 2  # no --epoch
+
+
 # -- log dump ----------------------------------------------------------------------------------
 
 

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from kraft.cli.main import main
 from kraft.config import Endpoint, QuorumConfig
-from kraft.errors import LogDirectoryError
+from kraft.errors import LogDirectoryError, QuorumStateError
 from kraft.log.file import FileLog
 from kraft.log.meta_properties import CLUSTER_METADATA_DIR, format_storage, random_uuid
 from kraft.log.quorum_state import QUORUM_STATE_FILE
@@ -109,3 +110,33 @@ def test_a_second_node_on_the_same_data_directory_is_named_as_such(data_dir: Pat
         with pytest.raises(LogDirectoryError, match="node 1 is running already"):
             node.start()
         assert not node.is_running
+
+
+def test_a_node_that_lost_its_quorum_state_refuses_to_start_until_recovered(
+    data_dir: Path,
+) -> None:
+    """Issue 17, hole 7: a deleted quorum-state let the node start and forget its vote. With
+    a log it refuses, naming the recovery command; the recovered state lets it start again
+    without voting in the epoch it may have voted in already."""
+    node = _lone_voter(data_dir)
+    watcher = Watcher()
+    node.register(watcher)
+    with node:
+        with watcher.changed:
+            assert watcher.changed.wait_for(
+                lambda: any(leader.is_leader(1) for leader in watcher.leaders), TIMEOUT_S
+            )
+        epoch = watcher.leaders[-1].epoch
+    (data_dir / QUORUM_STATE_FILE).unlink()
+    with pytest.raises(QuorumStateError, match="kraft storage recover-quorum-state"):
+        _lone_voter(data_dir).start()
+    assert main(["storage", "recover-quorum-state", str(data_dir), "--epoch", str(epoch)]) == 0
+    again = Watcher()
+    node = _lone_voter(data_dir)
+    node.register(again)
+    with node:  # it has voted in `epoch`: it leads only from a later one
+        with again.changed:
+            assert again.changed.wait_for(
+                lambda: any(leader.is_leader(1) for leader in again.leaders), TIMEOUT_S
+            )
+        assert again.leaders[-1].epoch > epoch
