@@ -65,8 +65,10 @@ class SnapshottingState(Listener[bytes]):
                 self.since_snapshot = 0
 
     def handle_load_snapshot(self, reader: SnapshotReaderLike[bytes]) -> None:
-        with reader:
+        try:
             self.records = [r for batch in reader for r in batch.records]
+        finally:
+            reader.close()
         self.since_snapshot = 0
         self.emit(
             event="snapshot",
