@@ -6,20 +6,22 @@ The follower used to start with no warning and deliver a state machine missing e
 below its log start; as leader it answered Fetch(0) with UNKNOWN_SERVER_ERROR over and over.
 Now it starts with an ERROR line saying what happened, sets its log aside, fetches the
 leader's snapshot before it delivers anything, and ends with the whole state; nothing
-acknowledged is lost and the quorum keeps committing. Slow (seconds): loopback only, every
-wait bounded.
+acknowledged is lost and the quorum keeps committing. Once repaired it may lead, and a voter
+that lost its whole data directory is pointed at its snapshot. Slow (seconds): loopback only,
+every wait bounded.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kraft.log.meta_properties import CLUSTER_METADATA_DIR
+from kraft.log.meta_properties import CLUSTER_METADATA_DIR, format_storage
 from kraft.runtime.processes import LocalQuorum
 from kraft.snapshot.files import SNAPSHOT_SUFFIX
 
@@ -80,6 +82,19 @@ def delivered(events: list[dict[str, Any]]) -> tuple[list[str], str]:
     return state, first
 
 
+def wait_delivered(quorum: LocalQuorum, node_id: int, offset: int) -> None:
+    """Wait until ``node_id`` has delivered ``offset``: in a committed batch, or in a snapshot
+    it loaded (a node that joins late may get the last records inside the leader's snapshot)."""
+    quorum.nodes[node_id].wait_for(
+        lambda e: (
+            (e.get("event") == "commit" and e["offset"] >= offset)
+            or (e.get("event") == "snapshot" and e["offset"] > offset)
+        ),
+        TIMEOUT_S,
+        f"delivery of offset {offset}",
+    )
+
+
 def test_a_follower_that_lost_the_snapshot_under_its_cleaned_log_fetches_the_leaders(
     quorum: LocalQuorum,
 ) -> None:
@@ -121,7 +136,7 @@ def test_a_follower_that_lost_the_snapshot_under_its_cleaned_log_fetches_the_lea
         records.append(f"r{len(records)}")
         after, _ = quorum.append(records[-1], timeout_s=TIMEOUT_S)
     for node_id in quorum.nodes:
-        quorum.wait_committed(node_id, after, TIMEOUT_S)
+        wait_delivered(quorum, node_id, after)
 
     restarted = [e for e in node.events() if e["pid"] == node.pid]
     state, first = delivered(restarted)
@@ -134,5 +149,44 @@ def test_a_follower_that_lost_the_snapshot_under_its_cleaned_log_fetches_the_lea
     said = [line for line in log_text.splitlines() if " ERROR " in line and "no snapshot" in line]
     assert said, "no ERROR line about the lost snapshot"
     assert not (log_dir / "repair-target").exists()  # repaired: it reached its old end again
+
+    # Repaired, it may lead (the hole's node, leading, answered Fetch(0) with
+    # UNKNOWN_SERVER_ERROR): a voter that lost its whole data directory joins from offset 0
+    # and is pointed at the repaired leader's snapshot.
+    lead(quorum, follower)
+    wiped = next(n for n in quorum.nodes if n != follower)
+    assert quorum.nodes[wiped].terminate(TIMEOUT_S) == 0
+    data_dir = quorum.root / f"node-{wiped}"
+    data_dir.rename(quorum.root / f"node-{wiped}.lost")
+    format_storage(data_dir, quorum.cluster_id, wiped)
+    quorum.nodes[wiped].start()
+    for _ in range(5):
+        records.append(f"r{len(records)}")
+        after, _ = quorum.append(records[-1], timeout_s=TIMEOUT_S)
+    for node_id in quorum.nodes:
+        wait_delivered(quorum, node_id, after)
+    joined = [e for e in quorum.nodes[wiped].events() if e["pid"] == quorum.nodes[wiped].pid]
+    assert delivered(joined) == (records, "snapshot")
+    assert quorum.leader(TIMEOUT_S) == follower
     for node_id in quorum.nodes:
         assert "UNKNOWN_SERVER_ERROR" not in quorum.nodes[node_id].log_path.read_text(), node_id
+
+
+def lead(quorum: LocalQuorum, node_id: int, attempts: int = 20) -> None:
+    """Have the leader resign until ``node_id`` is elected."""
+    for _ in range(attempts):
+        leader = quorum.leader(TIMEOUT_S)
+        if leader == node_id:
+            return
+        event = quorum.nodes[leader].last_leader_event()
+        assert event is not None
+        epoch = event["epoch"]
+        quorum.nodes[leader].request("resign", ("resigning", "error"), TIMEOUT_S)
+        deadline = time.monotonic() + TIMEOUT_S
+        while all(
+            (e := n.last_leader_event()) is None or e["epoch"] <= epoch or e["leader"] != i
+            for i, n in quorum.nodes.items()
+        ):
+            assert time.monotonic() < deadline, f"no leader after epoch {epoch}"
+            time.sleep(0.05)
+    raise AssertionError(f"node {node_id} was not elected in {attempts} elections")
