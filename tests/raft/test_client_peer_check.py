@@ -30,6 +30,7 @@ from kraft.protocol.messages import (
     VoteResponse,
 )
 from kraft.raft.rpc import PEER_REFUSAL_LOG_INTERVAL_MS, claimed_replica_id
+from kraft.raft.states import FollowerState
 from kraft.testing import RaftClientBuilder, RaftTestContext
 
 LOCAL = 1
@@ -47,7 +48,7 @@ def follower(**config: Any) -> RaftTestContext[bytes]:
 
 
 def leader(**config: Any) -> RaftTestContext[bytes]:
-    ctx = RaftClientBuilder(LOCAL, VOTERS).with_config(**config).build()
+    ctx: RaftTestContext[bytes] = RaftClientBuilder(LOCAL, VOTERS).with_config(**config).build()
     ctx.become_leader()
     return ctx
 
@@ -147,8 +148,9 @@ def test_begin_and_end_quorum_epoch_naming_another_leader_are_refused() -> None:
     assert response.error_code == UNAUTHORIZED
     assert_unchanged(ctx, "Follower", EPOCH, 2)
     state = ctx.client.quorum.state
+    assert isinstance(state, FollowerState)
     # EndQuorumEpoch from the leader would have cut the fetch timer to 0 (we are preferred).
-    assert state.fetch_deadline_ms > ctx.clock.now_ms()  # type: ignore[attr-defined]
+    assert state.fetch_deadline_ms > ctx.clock.now_ms()
 
 
 def test_a_fetch_for_another_replica_moves_no_high_watermark() -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+import kraft.common.fsutil
 import kraft.log.quorum_state
 import kraft.log.segment
 from kraft.config import Endpoint, QuorumConfig
@@ -50,7 +51,7 @@ class Watcher(Listener[str]):
 
     def wait_for(self, predicate: Any) -> bool:
         with self.changed:
-            return self.changed.wait_for(predicate, TIMEOUT_S)
+            return bool(self.changed.wait_for(predicate, TIMEOUT_S))
 
 
 class OutOfDescriptors:
@@ -130,7 +131,7 @@ def test_quorum_state_writes_out_of_descriptors_do_not_stop_the_election(
     node.start()
     assert watcher.wait_for(lambda: watcher.leader is not None and watcher.leader.leader_id == 1)
     first_epoch = node.client.epoch
-    real_write = kraft.log.quorum_state.write_atomically
+    real_write = kraft.common.fsutil.write_atomically
     refused = 0
 
     def write_atomically(path: Path, data: bytes) -> None:

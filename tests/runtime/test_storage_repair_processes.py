@@ -130,8 +130,10 @@ class SnapshotAt(Listener[bytes]):
             self.snapshot_id = snapshot_id
 
     def handle_load_snapshot(self, reader: SnapshotReaderLike[bytes]) -> None:
-        with reader:
+        try:
             self.records = [r for batch in reader for r in batch.records]
+        finally:
+            reader.close()
         self.loaded.append(reader.snapshot_id)
 
 
@@ -197,8 +199,8 @@ def test_hole_5_a_corrupt_snapshot_on_the_leader_is_not_served(tmp_path: Path) -
             client.schedule_prepared_append()
         until(
             lambda: all(
-                listeners[i].snapshot_id is not None
-                and nodes[i].client.log.log_start_offset >= listeners[i].snapshot_id.offset
+                (snapshot := listeners[i].snapshot_id) is not None
+                and nodes[i].client.log.log_start_offset >= snapshot.offset
                 for i in (1, 2, 3)
             ),
             "every voter snapshots and cleans its log",
@@ -211,7 +213,7 @@ def test_hole_5_a_corrupt_snapshot_on_the_leader_is_not_served(tmp_path: Path) -
         path.write_bytes(bytes(data))
         nodes[4].start()
         nodes[4].register(listeners[4])
-        until(lambda: listeners[4].loaded, "the observer loads a snapshot")
+        until(lambda: bool(listeners[4].loaded), "the observer loads a snapshot")
         until(lambda: not nodes[leader].client.is_leader, "the corrupt leader resigns")
         until(
             lambda: any(nodes[i].client.is_leader for i in (1, 2, 3) if i != leader),
