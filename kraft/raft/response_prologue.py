@@ -16,6 +16,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from kraft.common.ratelimit import LogLimiter
 from kraft.protocol.envelope import InboundResponse
 from kraft.protocol.errors import Errors, error_name
 from kraft.protocol.messages import (
@@ -51,6 +52,10 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _NONE = Errors.NONE.value
+
+#: At most one line per this many ms for the errors a peer may answer every retry (a peer that
+#: refuses our identity, a leader with nothing to serve below its log start).
+ERROR_LOG_INTERVAL_MS = 10_000
 
 #: A response's (leader id as on the wire, epoch, leader endpoints).
 NamedLeader = tuple[int, int, tuple[NodeEndpoint, ...]]
@@ -127,6 +132,7 @@ class ResponsePrologue:
         self._quorum = quorum
         self._maybe_transition = maybe_transition
         self._follow = follow
+        self._error_log = LogLimiter(ERROR_LOG_INTERVAL_MS)
 
     def step(self, kind: ResponseKind, response: InboundResponse, body: Response, now: int) -> bool:
         if body.error_code != _NONE:
@@ -134,7 +140,7 @@ class ResponsePrologue:
                 handled = kind.top_level_error(response, body.error_code, now)
                 if handled is not None:
                     return handled
-            return self._handle_top_level_error(body.error_code, response)
+            return self._handle_top_level_error(body.error_code, response, now)
         if not valid_topic_partition(body):
             return False
         wire_leader, epoch, nodes = kind.named_leader(body)
@@ -146,28 +152,31 @@ class ResponsePrologue:
         if handled is not None:
             return handled
         if error != _NONE and error not in kind.own_errors:
-            logger.error(
-                "unexpected error %s in %s from %d",
-                error_name(error),
-                type(body).__name__,
-                response.source,
-            )
+            if self._error_log.allow(now):
+                logger.error(
+                    "unexpected error %s in %s from %d (at most one such line every %d s)",
+                    error_name(error),
+                    type(body).__name__,
+                    response.source,
+                    ERROR_LOG_INTERVAL_MS // 1000,
+                )
             return False
         return kind.handle(response, body, leader, now)
 
-    @staticmethod
-    def _handle_top_level_error(error: int, response: InboundResponse) -> bool:
+    def _handle_top_level_error(self, error: int, response: InboundResponse, now: int) -> bool:
         if error == Errors.BROKER_NOT_AVAILABLE:
             return False
         # kraft: Kafka throws on CLUSTER_AUTHORIZATION_FAILED; here it means the peer refused
         # the replica id this node claims (kraft/raft/rpc.py: PeerCheck), a configuration
         # mistake that a fixed certificate or voter set heals: log and back off.
-        logger.error(
-            "error %s in %s from %d",
-            error_name(error),
-            type(response.body).__name__,
-            response.source,
-        )
+        if self._error_log.allow(now):
+            logger.error(
+                "error %s in %s from %d (at most one such line every %d s)",
+                error_name(error),
+                type(response.body).__name__,
+                response.source,
+                ERROR_LOG_INTERVAL_MS // 1000,
+            )
         return False
 
     def _maybe_handle_common_response(

@@ -12,8 +12,10 @@ import pytest
 from kraft.protocol.errors import Errors
 from kraft.protocol.messages import FetchRequest, FetchResponse, SnapshotId
 from kraft.raft.fetch_server import BELOW_LOG_START_LOG_INTERVAL_MS
+from kraft.raft.response_prologue import ERROR_LOG_INTERVAL_MS
 from kraft.record.offsets import OffsetAndEpoch
 from kraft.testing import RaftClientBuilder, RaftTestContext
+from kraft.testing.messages import fetch_response
 
 LOCAL, FOLLOWER = 1, 2
 VOTERS = (1, 2, 3)
@@ -128,3 +130,34 @@ def test_a_new_snapshot_past_the_log_start_serves_the_fetcher_again() -> None:
     answer = fetch(ctx, 3, EPOCH)
     assert answer.partition_error_code == Errors.NONE
     assert answer.snapshot_id == SnapshotId.of(OffsetAndEpoch(7, EPOCH))
+
+
+def test_a_follower_answered_offset_out_of_range_logs_once_per_interval(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The follower's side of the answer above: it retries at every backoff, and its
+    "unexpected error" line comes at most once per ERROR_LOG_INTERVAL_MS, not every ~20 ms."""
+    ctx: RaftTestContext[bytes] = (
+        RaftClientBuilder(LOCAL, VOTERS)
+        .with_elected_leader(EPOCH, FOLLOWER)
+        .with_config(fetch_timeout_ms=1_000_000)  # an error does not reset the fetch timer
+        .build()
+    )
+    caplog.set_level(logging.ERROR, logger="kraft.raft.response_prologue")
+    answered = 0
+    while ctx.clock.now_ms() < ERROR_LOG_INTERVAL_MS - 1_000:
+        (request,) = ctx.poll_until_request(FetchRequest)
+        ctx.deliver_response(
+            request, fetch_response(EPOCH, FOLLOWER, error=Errors.OFFSET_OUT_OF_RANGE)
+        )
+        ctx.poll()
+        ctx.advance(ctx.config.retry_backoff_ms)
+        answered += 1
+    lines = [r for r in caplog.records if "OFFSET_OUT_OF_RANGE" in r.getMessage()]
+    assert answered > 10
+    assert len(lines) == 1
+    ctx.advance(ERROR_LOG_INTERVAL_MS)
+    request = ctx.poll_until_request(FetchRequest)[-1]
+    ctx.deliver_response(request, fetch_response(EPOCH, FOLLOWER, error=Errors.OFFSET_OUT_OF_RANGE))
+    ctx.poll()
+    assert len([r for r in caplog.records if "OFFSET_OUT_OF_RANGE" in r.getMessage()]) == 2
