@@ -32,8 +32,8 @@ from kraft.simulation.waits import (
 )
 
 #: Rounds of damage per run, and the quiet time between two rounds (simulated ms).
-ROUNDS = (4, 8)
-BETWEEN_MS = (200, 1_500)
+ROUNDS = (3, 6)
+BETWEEN_MS = (100, 1_000)
 
 
 class _Damage:
@@ -107,7 +107,7 @@ def _storage_run(run: ScenarioRun, damage_round: Callable[[_Damage], bool]) -> N
     """Start a cluster under the workload, run ``damage_round`` a few times with quiet time
     between, then repair everything and check that the quorum commits and all catch up."""
     cluster = start_cluster(run, observers=(0, 1))
-    if not await_high_watermark(run, cluster, cluster.nodes, 30):
+    if not await_high_watermark(run, cluster, cluster.nodes, 20):
         return
     damage = _Damage(run, cluster)
     for _ in range(run.rng.randint(*ROUNDS)):
@@ -144,7 +144,7 @@ def _bitrot_round(damage: _Damage) -> bool:
 
 @scenario("bitrot")
 def bitrot(run: ScenarioRun) -> None:
-    """Bit rot: 4-8 times, one to three random bits flip in random batches of one node's log
+    """Bit rot: 3-6 times, one to three random bits flip in random batches of one node's log
     (the leader's too), at most a minority of the voters damaged at once; the node restarts at
     once, or another one does, or it waits until the end: every copy it reads or recovers is
     checked, set aside and fetched back; the quorum stays available and loses nothing."""
@@ -162,14 +162,14 @@ def _lost_write_round(damage: _Damage) -> bool:
     # append, a voter every fetch): the tail it had "flushed" is gone, and recovery knows.
     cluster.run_for(run.rng.randint(0, 30))
     cluster.kill(node_id)
-    cluster.run_for(run.rng.randint(0, 2_000))
+    cluster.run_for(run.rng.randint(0, 1_000))
     damage.restart(node_id)
     return True
 
 
 @scenario("lost_writes")
 def lost_writes(run: ScenarioRun) -> None:
-    """Lost writes: 4-8 times, a node's flush reports success and keeps nothing, and the node
+    """Lost writes: 3-6 times, a node's flush reports success and keeps nothing, and the node
     crashes within 30 ms (the leader too), at most a minority of the voters damaged at once:
     its recovery finds its log below what it had flushed, it votes for no log behind it, and
     fetches it back; the quorum stays available and loses nothing."""
@@ -197,7 +197,7 @@ def _misdirected_round(damage: _Damage) -> bool:
 
 @scenario("misdirected_writes")
 def misdirected_writes(run: ScenarioRun) -> None:
-    """Misdirected writes: 4-8 times, a node's next appended batch lands on an older batch of
+    """Misdirected writes: 3-6 times, a node's next appended batch lands on an older batch of
     its log (the leader's too), leaving blank bytes where it belonged, at most a minority of
     the voters damaged at once; reads and recovery find both, and the node fetches them back;
     the quorum stays available and loses nothing."""
@@ -232,7 +232,7 @@ def _snapshot_round(damage: _Damage) -> bool:
 
 @scenario("corrupt_snapshots")
 def corrupt_snapshots(run: ScenarioRun) -> None:
-    """Corrupt snapshots: 4-8 times, a bit flips in one of a node's snapshots (and sometimes in
+    """Corrupt snapshots: 3-6 times, a bit flips in one of a node's snapshots (and sometimes in
     a batch), at most a minority of the voters damaged at once, while logs are cleaned up to
     their snapshots (one every 100 offsets, two kept); the node restarts, or another node is
     cut off until it must fetch a snapshot: the corrupt one is set aside, never served nor

@@ -486,11 +486,9 @@ class InvariantChecker:
             if base >= start and base not in damaged and have.get(base) != identity
         )
 
-    def _intact_copies(self, node: SimNode) -> tuple[int, dict[int, tuple[int, int, int]]]:
-        """What ``node`` holds intact: the end of its latest intact snapshot (0 if none), and
-        base offset -> (last offset, epoch, CRC) of every intact batch in its log."""
+    def _intact_snapshot_end(self, node: SimNode) -> int:
+        """The end offset of ``node``'s latest intact snapshot (0 without one)."""
         log = node.log
-        covered = 0
         for snapshot_id in reversed(log.snapshot_ids()):
             raw = log.read_snapshot(snapshot_id)
             if raw is None:
@@ -500,24 +498,26 @@ class InvariantChecker:
                 SnapshotReader(raw, _SERDE, owns_raw=True).close()
             except CorruptRecordError:
                 continue
-            covered = snapshot_id.offset
-            break
-        held = {
-            base: (last, batch.epoch, batch.crc)
-            for base, last, batch in log.held_batches(log.log_start_offset, log.log_end_offset)
-            if batch is not None
-        }
-        return covered, held
+            return snapshot_id.offset
+        return 0
 
     def _copies(self, past_every_snapshot: bool) -> dict[int, int]:
-        """Per committed batch: how many voters hold it intact, in their log or under an
-        intact snapshot. With ``past_every_snapshot``, only the batches that lie past every
-        voter's intact snapshots (the others have a copy there)."""
-        copies = [self._intact_copies(self.nodes[v]) for v in self.voter_ids]
-        floor = max(covered for covered, _ in copies) if past_every_snapshot else 0
+        """Per committed batch: how many voters hold it intact (offsets, epoch, CRC, and bytes
+        that pass the log's checks), in their log or under an intact snapshot. With
+        ``past_every_snapshot``, only the batches past every voter's intact snapshots (the
+        others have a copy there)."""
+        voters = [self.nodes[v] for v in self.voter_ids]
+        covers = [self._intact_snapshot_end(node) for node in voters]
+        floor = max(covers) if past_every_snapshot else 0
         batches = self.committed.batches
         counts = {base: 0 for base, identity in batches.items() if identity[0] >= floor}
-        for covered, held in copies:
+        for node, covered in zip(voters, covers, strict=True):
+            log = node.log
+            held = {
+                base: (last, batch.epoch, batch.crc)
+                for base, last, batch in log.held_batches(floor, log.log_end_offset)
+                if batch is not None
+            }
             for base in counts:
                 identity = batches[base]
                 if identity[0] < covered or held.get(base) == identity:
