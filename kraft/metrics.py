@@ -131,6 +131,10 @@ METRIC_DESCRIPTIONS: Final[dict[str, str]] = {
     "counter for Prometheus).",
     "fetch-records-total": "Records appended from fetches since start (a kraft addition: a "
     "counter for Prometheus).",
+    "corruptions-found-total": "Corrupt batches or snapshots this replica found where it read "
+    "them and set aside, since start (a kraft addition).",
+    "repairs-completed-total": "Times the log, under repair, fetched back as far as it held "
+    "before setting data aside, since start (a kraft addition).",
 }
 
 _EXTRA_HINT: Final = "install the extra: pip install 'kraft[metrics]'"
@@ -340,6 +344,8 @@ class RaftMetrics:
         self._poll_idle = WindowedTimeRatio(window, default=1.0)
         self._fetch_records_total = 0
         self._append_records_total = 0
+        self._corruptions_found_total = 0
+        self._repairs_completed_total = 0
         #: (log end offset, log end epoch) as last sampled on the poll thread.
         self._log_end: tuple[int, int] = (0, 0)
 
@@ -382,6 +388,14 @@ class RaftMetrics:
         with self._lock:
             self._election_latency.record(latency_ms, now_ms)
 
+    def record_corruption_found(self, now_ms: int) -> None:
+        with self._lock:
+            self._corruptions_found_total += 1
+
+    def record_repair_completed(self, now_ms: int) -> None:
+        with self._lock:
+            self._repairs_completed_total += 1
+
     # -- from the runtime ------------------------------------------------------------------------
     def record_poll_idle_ratio(
         self, ratio: float, now_ms: int, *, duration_ms: float | None = None
@@ -419,6 +433,8 @@ class RaftMetrics:
             values["poll-idle-ratio-avg"] = self._poll_idle.ratio(now)
             values["append-records-total"] = self._append_records_total
             values["fetch-records-total"] = self._fetch_records_total
+            values["corruptions-found-total"] = self._corruptions_found_total
+            values["repairs-completed-total"] = self._repairs_completed_total
         return values
 
     def _read_gauges(
@@ -498,6 +514,8 @@ def _prometheus() -> Any:
 _COUNTERS: Final = {
     "append-records-total": "append_records",
     "fetch-records-total": "fetch_records",
+    "corruptions-found-total": "corruptions_found",
+    "repairs-completed-total": "repairs_completed",
 }
 #: Snapshot keys exported specially (a labelled state gauge, an info metric).
 _SPECIAL: Final = {"current-state", "current-vote-directory-id"}

@@ -114,6 +114,13 @@ class MetricsRecorder(Protocol):
         """An election this replica took part in ended (it leads, or follows a leader)
         ``latency_ms`` after it started (the replica left Follower/Unattached to elect)."""
 
+    def record_corruption_found(self, now_ms: int) -> None:
+        """A read found corrupt bytes in this replica's log or snapshots, which were set
+        aside (docs/protocol.md §1.14)."""
+
+    def record_repair_completed(self, now_ms: int) -> None:
+        """The log, under repair, fetched as far as it held before setting data aside."""
+
 
 class _NoMetrics:
     """The recorder that records nothing (the default)."""
@@ -130,6 +137,12 @@ class _NoMetrics:
         pass
 
     def record_election_latency(self, latency_ms: float, now_ms: int) -> None:
+        pass
+
+    def record_corruption_found(self, now_ms: int) -> None:
+        pass
+
+    def record_repair_completed(self, now_ms: int) -> None:
         pass
 
 

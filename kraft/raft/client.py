@@ -64,6 +64,7 @@ from kraft.raft.listener_registry import ListenerRegistry
 from kraft.raft.listeners import LeaderAndEpoch, Listener
 from kraft.raft.quorum import QuorumState
 from kraft.raft.quorum_epoch import QuorumEpochRpcs
+from kraft.raft.repair import StorageRepair
 from kraft.raft.replica_fetcher import ReplicaFetcher
 from kraft.raft.requests import RequestManager, bootstrap_server_id
 from kraft.raft.response_prologue import (
@@ -150,8 +151,12 @@ class KafkaRaftClient(Generic[T]):
         self._requests = RequestManager(
             bootstrap, config.retry_backoff_ms, config.request_timeout_ms, rand
         )
+        self._repair: StorageRepair[T] = StorageRepair(
+            self.quorum, log, self._requests, self._transition_to_resigned, self._prospective_lost
+        )
+        self._repair.metrics = metrics
         self._fetch_server: FetchServer[T] = FetchServer(
-            self.quorum, log, config, channel, lambda: self._shutdown is not None
+            self.quorum, log, config, channel, lambda: self._shutdown is not None, self._repair
         )
         self._fetcher: ReplicaFetcher[T] = ReplicaFetcher(
             local_id=local_id,
@@ -166,7 +171,7 @@ class KafkaRaftClient(Generic[T]):
             metrics=metrics,
         )
         self._listeners: ListenerRegistry[T] = ListenerRegistry(
-            log, serde, queue.wakeup, clock, metrics
+            log, serde, queue.wakeup, clock, metrics, self._repair
         )
         self._epoch_rpcs = epoch_rpcs = QuorumEpochRpcs(self.quorum, config, self._maybe_transition)
         self._vote_rpcs: VoteRpcs[T] = VoteRpcs(
@@ -240,10 +245,11 @@ class KafkaRaftClient(Generic[T]):
         self.quorum.initialize(self.log.last_fetched_epoch, now)
         self._initialized = True
         state = self.quorum.state
-        if self.quorum.is_only_voter and not isinstance(state, CandidateState):
+        standing = not self._repair.poll(now)  # under repair: no election (kraft/raft/repair.py)
+        if standing and self.quorum.is_only_voter and not isinstance(state, CandidateState):
             # A single voter elects itself at once: Prospective, Candidate, Leader.
             self._transition_to_prospective(now)
-        elif isinstance(state, CandidateState):
+        elif standing and isinstance(state, CandidateState):
             self._on_become_candidate(now)
         self._fire_leader_change()
 
@@ -259,6 +265,7 @@ class KafkaRaftClient(Generic[T]):
     @metrics.setter
     def metrics(self, recorder: MetricsRecorder) -> None:
         self._metrics = self._fetcher.metrics = self._listeners.metrics = recorder
+        self._repair.metrics = recorder
 
     def close(self) -> None:
         """Flush the log and drop the leader's unwritten appends. The log itself belongs to
@@ -466,6 +473,7 @@ class KafkaRaftClient(Generic[T]):
         now = self.clock.now_ms()
         if self._maybe_complete_shutdown(now):
             return NO_DEADLINE
+        self._repair.poll(now)
         state = self.quorum.state
         timeout = self._state_pollers[type(state)](state, now)
         timeout = min(timeout, self._fetch_server.expire_parked(now))

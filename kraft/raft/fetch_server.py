@@ -22,7 +22,7 @@ from typing import Generic, TypeVar
 
 from kraft.common.uuids import ZERO_UUID
 from kraft.config import QuorumConfig
-from kraft.errors import KraftError
+from kraft.errors import CorruptRecordError, KraftError
 from kraft.log.api import (
     DEFAULT_MAX_READ_BYTES,
     Isolation,
@@ -46,6 +46,7 @@ from kraft.raft.channel import NetworkChannel
 from kraft.raft.leader import LeaderState
 from kraft.raft.purgatory import FetchPurgatory
 from kraft.raft.quorum import QuorumState
+from kraft.raft.repair import StorageRepair
 from kraft.raft.rpc import (
     directory_or_none,
     leader_node_endpoints,
@@ -53,6 +54,7 @@ from kraft.raft.rpc import (
     validate_leader_only,
     wire_leader_id,
 )
+from kraft.raft.snapshot_chunks import SnapshotChunks
 from kraft.raft.states import NO_DEADLINE, ReplicaKey
 
 __all__ = ["FetchServer"]
@@ -68,7 +70,7 @@ class FetchServer(Generic[T]):
     """Answers Fetch and FetchSnapshot as the leader; owns the parked (long-poll) fetches.
 
     ``shutting_down`` tells whether the client is shutting down (leader-only validation then
-    answers BROKER_NOT_AVAILABLE).
+    answers BROKER_NOT_AVAILABLE); ``repair`` sets aside what a read finds corrupt.
     """
 
     def __init__(
@@ -78,13 +80,16 @@ class FetchServer(Generic[T]):
         config: QuorumConfig,
         channel: NetworkChannel,
         shutting_down: Callable[[], bool],
+        repair: StorageRepair[T],
     ) -> None:
         self._quorum = quorum
         self._log = log
         self._config = config
         self._channel = channel
         self._shutting_down = shutting_down
+        self._repair = repair
         self._purgatory = FetchPurgatory()
+        self._snapshot_chunks = SnapshotChunks()
 
     def _respond(self, request: InboundRequest, body: FetchResponse) -> None:
         self._channel.respond(OutboundResponse(request.correlation_id, request.source, body))
@@ -183,6 +188,10 @@ class FetchServer(Generic[T]):
                 Isolation.UNCOMMITTED,
                 max_bytes=max(1, min(body.max_bytes, DEFAULT_MAX_READ_BYTES)),
             )
+        except CorruptRecordError as exc:
+            # Never served: set aside, and resign (§1.14); the fetcher hears there is no leader.
+            self._repair.on_corrupt_log(exc, body.fetch_offset, "serving a Fetch", now)
+            return self.fetch_response(Errors.NOT_LEADER_OR_FOLLOWER)
         except (KraftError, ValueError) as exc:
             logger.error("fetch at offset %d failed: %s", body.fetch_offset, exc)
             return self.fetch_response(Errors.UNKNOWN_SERVER_ERROR)
@@ -293,7 +302,20 @@ class FetchServer(Generic[T]):
                     node_endpoints=endpoints,
                 )
             chunk = min(max(1, body.max_bytes), self._config.fetch_snapshot_max_bytes)
-            data = snapshot.read(body.position, chunk)
+            data = self._snapshot_chunks.read(snapshot, body.position, chunk)
+        except CorruptRecordError as exc:
+            # Never served (§1.14): set aside; a leader that can no longer serve the followers
+            # below its log start resigns, else the follower fetches for another snapshot.
+            self._snapshot_chunks.forget()
+            resigned = self._repair.on_corrupt_snapshot(wanted, exc, "serving FetchSnapshot", now)
+            return FetchSnapshotResponse(
+                partition_error_code=(
+                    Errors.NOT_LEADER_OR_FOLLOWER if resigned else Errors.SNAPSHOT_NOT_FOUND
+                ),
+                snapshot_id=body.snapshot_id,
+                current_leader=current,
+                node_endpoints=endpoints,
+            )
         finally:
             snapshot.close()  # each chunk is read through a reader of its own
         return FetchSnapshotResponse(

@@ -13,6 +13,11 @@ at the end of each poll (:meth:`ListenerRegistry.deliver`, then
 
 A new listener, or one the log has moved past, starts from the latest snapshot (KIP-630).
 Every callback runs on the thread that polls the client.
+
+A read that finds the log or a snapshot corrupt hands nothing to the listener: the bytes are
+set aside (``StorageRepair``), and the listener waits, at the offset it expects, until the log
+has fetched that far again (docs/protocol.md §1.14). It is never handed a batch twice, nor
+skips one.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from kraft.common.clock import Clock
-from kraft.errors import IllegalStateError
+from kraft.errors import CorruptRecordError, IllegalStateError
 from kraft.log.api import Isolation, ReplicatedLog
 from kraft.raft.accumulator import CompletedBatch
 from kraft.raft.channel import MetricsRecorder
@@ -36,6 +41,7 @@ from kraft.raft.listeners import (
     LogBatchReader,
     MemoryBatchReader,
 )
+from kraft.raft.repair import StorageRepair
 from kraft.record.serde import RecordSerde
 from kraft.snapshot.reader import SnapshotReader
 
@@ -47,7 +53,8 @@ T = TypeVar("T")
 
 
 class ListenerRegistry(Generic[T]):
-    """The listeners of one client; ``wakeup`` wakes the client when a reader is closed."""
+    """The listeners of one client; ``wakeup`` wakes the client when a reader is closed;
+    ``repair`` sets aside what a read finds corrupt."""
 
     def __init__(
         self,
@@ -56,8 +63,10 @@ class ListenerRegistry(Generic[T]):
         wakeup: Callable[[], None],
         clock: Clock,
         metrics: MetricsRecorder,
+        repair: StorageRepair[T],
     ) -> None:
         self._log = log
+        self._repair = repair
         self._clock = clock
         self._serde = serde
         self._wakeup = wakeup
@@ -152,8 +161,15 @@ class ListenerRegistry(Generic[T]):
                 next_offset < log.log_start_offset
             ):
                 next_offset = self._start_from_snapshot(context, next_offset, high_watermark)
+                if next_offset is None:
+                    return  # the snapshot was corrupt: the log changed under every listener
             if next_offset < min(high_watermark, log.high_watermark):
-                info = log.read(next_offset, Isolation.COMMITTED)
+                try:
+                    info = log.read(next_offset, Isolation.COMMITTED)
+                except CorruptRecordError as exc:
+                    now = self._clock.now_ms()
+                    self._repair.on_corrupt_log(exc, next_offset, "delivering to listeners", now)
+                    return
                 if info.records:
                     context.fire_handle_commit(
                         LogBatchReader(
@@ -163,10 +179,10 @@ class ListenerRegistry(Generic[T]):
 
     def _start_from_snapshot(
         self, context: ListenerContext[T], next_offset: int, high_watermark: int
-    ) -> int:
+    ) -> int | None:
         """A new listener, or one the log has moved past, loads the latest snapshot (KIP-630);
         a new listener without a snapshot reads the log from its start. Returns the offset
-        the listener expects next."""
+        the listener expects next; None if the snapshot is corrupt (it is set aside)."""
         log = self._log
         snapshot = log.latest_snapshot()
         if snapshot is not None:
@@ -175,7 +191,14 @@ class ListenerRegistry(Generic[T]):
                     # The SnapshotReader takes (and checks) the whole snapshot as it is built,
                     # so the raw reader is closed here, whether or not the listener closes its
                     # reader.
-                    context.fire_handle_load_snapshot(SnapshotReader(snapshot, self._serde))
+                    try:
+                        reader = SnapshotReader(snapshot, self._serde)
+                    except CorruptRecordError as exc:
+                        self._repair.on_corrupt_snapshot(
+                            snapshot.snapshot_id, exc, "loading it", self._clock.now_ms()
+                        )
+                        return None
+                    context.fire_handle_load_snapshot(reader)
                     return snapshot.snapshot_id.offset
             finally:
                 snapshot.close()

@@ -22,6 +22,7 @@ import uuid
 from typing import Generic, TypeVar
 
 from kraft.common.clock import Clock
+from kraft.common.ratelimit import LogLimiter
 from kraft.common.uuids import ZERO_UUID
 from kraft.config import QuorumConfig
 from kraft.errors import CorruptRecordError, InvalidAppendError
@@ -38,6 +39,7 @@ from kraft.protocol.messages import (
 )
 from kraft.raft.channel import MetricsRecorder, NetworkChannel
 from kraft.raft.quorum import QuorumState
+from kraft.raft.repair import REPAIR_LOG_INTERVAL_MS
 from kraft.raft.requests import RequestManager
 from kraft.raft.states import NO_DEADLINE, FollowerState
 from kraft.record.serde import RecordSerde
@@ -83,6 +85,7 @@ class ReplicaFetcher(Generic[T]):
         #: failed or timed out resumes where it stopped.
         self._download: RawSnapshotWriter | None = None
         self._download_leader = -1
+        self._corrupt_download_log = LogLimiter(REPAIR_LOG_INTERVAL_MS)
 
     @property
     def downloading_snapshot(self) -> OffsetAndEpoch | None:
@@ -230,15 +233,15 @@ class ReplicaFetcher(Generic[T]):
         if leader_hw < 0:
             return
         new = min(self._log.log_end_offset, leader_hw)
-        old = state.high_watermark
-        if old is not None and new <= old:
-            if new < old:
-                # Kafka: fatal (non-monotonic). kraft keeps its high watermark and logs.
-                logger.error("the leader's high watermark %d is below ours (%d)", new, old)
-            return
-        state.high_watermark = new
         if new > self._log.high_watermark:
+            # Below ours too while a log that set data aside fetches it again (§1.14).
             self._log.update_high_watermark(new)
+        old = state.high_watermark
+        if old is None or new > old:
+            state.high_watermark = new
+        elif leader_hw < old:
+            # Kafka: fatal (non-monotonic). kraft keeps its high watermark and logs.
+            logger.error("the leader's high watermark %d is below ours (%d)", leader_hw, old)
         # The listeners hear of it at the end of the poll, after the next Fetch is sent.
 
     # =============================================================================================
@@ -332,11 +335,12 @@ class ReplicaFetcher(Generic[T]):
         download.append(data)
         self._fetched(state, now)
         if download.size_in_bytes == size:
-            self._finish_download(state, download)
+            return self._finish_download(state, download, now)
         return True
 
-    def _finish_download(self, state: FollowerState, download: RawSnapshotWriter) -> None:
-        """The whole snapshot arrived: check it, freeze it, and move the log onto it."""
+    def _finish_download(self, state: FollowerState, download: RawSnapshotWriter, now: int) -> bool:
+        """The whole snapshot arrived: check it, freeze it, and move the log onto it. False
+        if it is corrupt: set aside, and fetched again after a backoff."""
         self._download = None
         snapshot_id = download.snapshot_id
         frozen = download.freeze()
@@ -344,10 +348,17 @@ class ReplicaFetcher(Generic[T]):
             SnapshotReader(frozen, self._serde).close()
         except CorruptRecordError as exc:
             # Each batch carries its CRC: the bytes were damaged on the way or at the leader.
-            # Drop it; the next Fetch names the snapshot to download again.
-            logger.error("downloaded snapshot %s is corrupt, deleted: %s", snapshot_id, exc)
-            self._log.delete_snapshot(snapshot_id)
-            return
+            # Kept for inspection (§1.14); the next Fetch names the snapshot to download.
+            self._log.quarantine_snapshot(snapshot_id, f"corrupt when downloaded: {exc}")
+            self.metrics.record_corruption_found(now)
+            if self._corrupt_download_log.allow(now):
+                logger.error(
+                    "downloaded snapshot %s is corrupt, set aside; fetching again after a "
+                    "backoff (logged at most once a minute): %s",
+                    snapshot_id,
+                    exc,
+                )
+            return False
         logger.info(
             "epoch %d: snapshot %s downloaded (%d bytes)",
             state.epoch,
@@ -355,6 +366,7 @@ class ReplicaFetcher(Generic[T]):
             frozen.size_in_bytes,
         )
         self._install_snapshot(state)
+        return True
 
     def _install_snapshot(self, state: FollowerState) -> None:
         log = self._log

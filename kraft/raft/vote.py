@@ -22,6 +22,7 @@ from typing import Generic, TypeVar
 
 import msgspec
 
+from kraft.common.ratelimit import LogLimiter
 from kraft.common.uuids import ZERO_UUID
 from kraft.log.api import OffsetAndEpoch, ReplicatedLog
 from kraft.protocol.envelope import InboundRequest, InboundResponse
@@ -29,6 +30,7 @@ from kraft.protocol.errors import Errors
 from kraft.protocol.messages import VoteRequest, VoteResponse
 from kraft.raft.leader import LeaderState
 from kraft.raft.quorum import QuorumState
+from kraft.raft.repair import REPAIR_LOG_INTERVAL_MS, behind_repair_target
 from kraft.raft.rpc import (
     directory_or_none,
     epoch_response,
@@ -73,6 +75,7 @@ class VoteRpcs(Generic[T]):
         self._to_candidate = to_candidate
         self._to_leader = to_leader
         self._prospective_lost = prospective_lost
+        self._repair_refusal_log = LogLimiter(REPAIR_LOG_INTERVAL_MS)
 
     def build_vote_request(self, destination: int, pre_vote: bool) -> VoteRequest:
         quorum = self._quorum
@@ -117,9 +120,20 @@ class VoteRpcs(Generic[T]):
             logger.info("vote request for voter %d, not this replica", body.voter_id)
             return self._vote_response(Errors.INVALID_VOTER_KEY, False)
         candidate = ReplicaKey(body.replica_id, directory_or_none(body.replica_directory_id))
-        up_to_date = OffsetAndEpoch(body.last_offset, body.last_offset_epoch) >= OffsetAndEpoch(
-            log.log_end_offset, log.last_fetched_epoch
-        )
+        candidate_log = OffsetAndEpoch(body.last_offset, body.last_offset_epoch)
+        up_to_date = candidate_log >= OffsetAndEpoch(log.log_end_offset, log.last_fetched_epoch)
+        if up_to_date and behind_repair_target(log, candidate_log):
+            # §1.14: this replica may have acknowledged records that candidate lacks.
+            up_to_date = False
+            if self._repair_refusal_log.allow(now):
+                logger.info(
+                    "%s from %d refused: its log %s is behind this replica's repair target "
+                    "%s (logged at most once a minute)",
+                    "pre-vote" if body.pre_vote else "vote",
+                    body.replica_id,
+                    candidate_log,
+                    log.repair_target,
+                )
         state = quorum.state
         granted = False
         if not isinstance(state, LeaderState):

@@ -692,10 +692,11 @@ def corrupt(data: bytes) -> bytes:
 
 
 @pytest.mark.parametrize("damage", ["crc", "no-footer"])
-def test_a_corrupt_downloaded_snapshot_is_deleted_not_installed(damage: str) -> None:
+def test_a_corrupt_downloaded_snapshot_is_set_aside_not_installed(damage: str) -> None:
     """Issue 5: a download whose bytes are not a valid snapshot (a CRC fails, or the footer is
-    missing) is deleted: the log and the listeners are untouched, the next request is a
-    Fetch, and a new download of the same id starts from 0."""
+    missing) is set aside (issue 17, §1.14: kept for inspection, not deleted): the log and the
+    listeners are untouched, the next request is a Fetch, and a new download of the same id
+    starts from 0."""
     ctx = follower_context()
     listener = EventListener()
     ctx.client.register(listener)
@@ -709,6 +710,7 @@ def test_a_corrupt_downloaded_snapshot_is_deleted_not_installed(damage: str) -> 
     ctx.poll()
     assert latest(ctx) is None
     assert ctx.log.read_snapshot(REMOTE_SNAPSHOT) is None
+    assert ctx.log.set_aside == [bad]
     assert ctx.client.downloading_snapshot is None
     assert (ctx.log.log_start_offset, ctx.log_end_offset) == (0, 2)
     assert not listener.snapshots
