@@ -325,7 +325,6 @@ def test_the_event_log_of_a_storage_run_is_the_same_for_the_same_seed(tmp_path: 
 SWEEP_SEEDS = range(1, 51)
 
 
-@pytest.mark.xfail(reason="until the client reacts to corrupt reads (the repair branch)")
 def test_the_storage_fault_sweep_has_no_violation(tmp_path: Path) -> None:
     """200 seeds over the storage-fault scenarios, two worker processes, as ``kraft sim sweep
     --scenario bitrot,lost_writes,misdirected_writes,corrupt_snapshots --seeds 1-50`` runs
