@@ -87,7 +87,7 @@ def test_corrupt_defaults_come_from_the_seed_and_avoid_the_unchecked_epoch_field
     def choices(seed: int) -> tuple[list[tuple[Any, ...]], str]:
         cluster = committed(seed)
         picks = []
-        for _ in range(20):
+        for _ in range(100):
             offset = cluster.corrupt(1)
             details = injected(cluster, "corrupt")[-1]
             picks.append((offset, details["position"], details["mask"]))
@@ -245,6 +245,24 @@ def test_a_follower_under_repair_breaks_no_invariant() -> None:
     cluster.start_workload(50)
     cluster.run_for(3_000)
     assert node.log.repair_target is None
+    assert cluster.validate() == []
+
+
+def test_a_voter_under_repair_counts_towards_the_majority_up_to_its_repair_target() -> None:
+    """One follower down with a wiped disk, the other sets committed batches aside: only the
+    leader's log reaches the high watermark, but the follower under repair votes for no log
+    behind its repair target, so the majority that committed those batches still stands."""
+    cluster = committed()
+    down, repairing = [i for i in cluster.voter_ids if i != cluster.leader()]
+    cluster.kill(down)
+    cluster.wipe(down)
+    log = cluster.node(repairing).log
+    log.quarantine_from(3, "a test")
+    assert log.log_end_offset < cluster.node(cluster.leader() or 0).high_watermark
+    cluster.run_for(2_000)
+    assert log.repair_target is None
+    cluster.restart(down)
+    cluster.run_for(2_000)
     assert cluster.validate() == []
 
 
