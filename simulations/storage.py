@@ -123,31 +123,55 @@ def _storage_run(run: ScenarioRun, damage_round: Callable[[_Damage], bool]) -> N
         await_caught_up(run, cluster)
 
 
+def _power_loss(damage: _Damage) -> None:
+    """Every node loses power at once, then they come back one by one, in a random order: a
+    voter that lost records it acknowledged may come back before the one that holds them."""
+    run, cluster = damage.run, damage.cluster
+    for node_id in cluster.nodes:
+        cluster.kill(node_id)
+    cluster.heal()
+    order = list(cluster.nodes)
+    run.rng.shuffle(order)
+    for node_id in order:
+        cluster.run_for(run.rng.randint(0, 2_000))
+        damage.restart(node_id)
+
+
 def _bitrot_round(damage: _Damage) -> bool:
     run, cluster = damage.run, damage.cluster
     node_id = damage.pick()
     if node_id is None:
         return damage.repair_one()
+    log = cluster.node(node_id).log
     for _ in range(run.rng.randint(1, 3)):
-        cluster.corrupt(node_id)
+        start, end = log.log_start_offset, log.log_end_offset
+        if start < end and run.rng.random() < 0.5:
+            # The tail: batches a lagging voter has not fetched yet.
+            cluster.corrupt(node_id, run.rng.randrange(max(start, end - 5), end))
+        else:
+            cluster.corrupt(node_id)
     damage.hit(node_id)
     roll = run.rng.random()
-    if roll < 0.4:
+    if roll < 0.3:
         # Found at once by recovery (or sooner, by a read).
         cluster.run_for(run.rng.randint(0, 500))
         damage.restart(node_id)
-    elif roll < 0.6:
+    elif roll < 0.5:
         # A bounce elsewhere: lagging nodes make the leader read older batches.
         damage.restart(run.rng.choice([i for i in cluster.nodes if i != node_id]))
+    elif roll < 0.65:
+        _power_loss(damage)
     return True
 
 
 @scenario("bitrot")
 def bitrot(run: ScenarioRun) -> None:
     """Bit rot: 3-6 times, one to three random bits flip in random batches of one node's log
-    (the leader's too), at most a minority of the voters damaged at once; the node restarts at
-    once, or another one does, or it waits until the end: every copy it reads or recovers is
-    checked, set aside and fetched back; the quorum stays available and loses nothing."""
+    (the leader's too; half of them in its last five batches), at most a minority of the
+    voters damaged at once; the node restarts at once, or another one does, or every node
+    loses power and comes back in a random order, or it waits until the end: every copy it
+    reads or recovers is checked, set aside and fetched back; the quorum stays available and
+    loses nothing."""
     _storage_run(run, _bitrot_round)
 
 
@@ -156,11 +180,21 @@ def _lost_write_round(damage: _Damage) -> bool:
     node_id = damage.pick([i for i in cluster.nodes if cluster.node(i).running])
     if node_id is None:
         return damage.repair_one()
+    power_loss = run.rng.random() < 0.4
+    behind = [i for i in cluster.voter_ids if i not in (node_id, cluster.leader())]
     cluster.lose_next_flush(node_id)
     damage.hit(node_id)
+    if power_loss and behind:
+        # A third voter stops fetching as the liar loses its writes: the records it loses may
+        # be on no other voter but the leader, which may come back last. That voter's log is
+        # then as long as the liar's, but behind what the liar had acknowledged.
+        cluster.isolate(run.rng.choice(behind))
     # Crash before the next flush makes the write durable after all (a leader flushes every
     # append, a voter every fetch): the tail it had "flushed" is gone, and recovery knows.
     cluster.run_for(run.rng.randint(0, 30))
+    if power_loss:
+        _power_loss(damage)
+        return True
     cluster.kill(node_id)
     cluster.run_for(run.rng.randint(0, 1_000))
     damage.restart(node_id)
@@ -170,7 +204,9 @@ def _lost_write_round(damage: _Damage) -> bool:
 @scenario("lost_writes")
 def lost_writes(run: ScenarioRun) -> None:
     """Lost writes: 3-6 times, a node's flush reports success and keeps nothing, and the node
-    crashes within 30 ms (the leader too), at most a minority of the voters damaged at once:
+    crashes within 30 ms (the leader too), alone or with every node while a third voter lags
+    (a power loss, then the nodes come back in a random order), at most a minority of the
+    voters damaged at once:
     its recovery finds its log below what it had flushed, it votes for no log behind it, and
     fetches it back; the quorum stays available and loses nothing."""
     _storage_run(run, _lost_write_round)
