@@ -229,9 +229,9 @@ class FaultInjection:
         until the batch is read, or until the node restarts (recovery checks every batch).
 
         ``offset``: an offset of the batch (default: one drawn with the cluster's random
-        source); ``position``: the byte in the batch (default: a random one outside the
-        partition leader epoch, bytes 12-15, which Kafka's batch CRC does not cover, so that a
-        flip there would go unseen); ``mask``: the bits to flip (default: one random bit).
+        source); ``position``: the byte in the batch (default: a random one, never in bytes
+        12-15, the partition leader epoch: Kafka's batch CRC does not cover it, so the log
+        would not see a flip there); ``mask``: the bits to flip (default: one random bit).
         Returns the offset, or None when the log holds no batch (the fault changes nothing).
         """
         log = self.node(node_id).log
@@ -252,7 +252,7 @@ class FaultInjection:
         ):
             assert position is not None and mask is not None
             log.corrupt_batch(offset, position, mask)
-            self.checker.storage_fault(node_id)
+            self.checker.storage_fault()
         return offset
 
     def corrupt_snapshot(
@@ -290,7 +290,7 @@ class FaultInjection:
         ) and (snapshot_id is not None):
             assert position is not None and mask is not None
             log.corrupt_snapshot(snapshot_id, position, mask)
-            self.checker.storage_fault(node_id)
+            self.checker.storage_fault()
         return snapshot_id
 
     def lose_next_flush(self: _Cluster, node_id: int) -> None:

@@ -159,7 +159,8 @@ class InvariantChecker:
         #: What the first listener handed a batch got: base offset -> (last, epoch, records).
         self.deliveries: dict[int, tuple[int, int, tuple[Any, ...]]] = {}
         self._handed_otherwise: Problems = []
-        # Availability: None, or since when (simulated ms) the condition has held.
+        # Availability: since when (simulated ms) the workload runs and a healthy, connected
+        # majority exists (None while not), and when the highest high watermark last grew.
         self._clock = clock
         self._network = network
         self._offering_since: int | None = None
@@ -182,8 +183,8 @@ class InvariantChecker:
             self._writes_seen[node_id] = 0
             self._persisted_epoch[node_id] = 0
 
-    def storage_fault(self, node_id: int) -> None:
-        """A storage fault changed ``node_id``'s disk: look for lost committed batches."""
+    def storage_fault(self) -> None:
+        """A storage fault changed a disk: look for committed batches left without a copy."""
         self._rescan = True
 
     def misdirect_armed(self, node_id: int) -> None:
