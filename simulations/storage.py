@@ -133,7 +133,7 @@ def _power_loss(damage: _Damage) -> None:
     order = list(cluster.nodes)
     run.rng.shuffle(order)
     for node_id in order:
-        cluster.run_for(run.rng.randint(0, 2_000))
+        cluster.run_for(run.rng.randint(0, 1_000))
         damage.restart(node_id)
 
 

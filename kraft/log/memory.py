@@ -165,14 +165,17 @@ class MemoryLog(LogBase):
         return LogFetchInfo(b"".join(out), first_offset)
 
     def _intact(self, i: int) -> bool:
-        """Whether batch ``i`` is whole, passes its CRC and holds the offsets it should."""
+        """Whether batch ``i`` is whole, passes its CRC and holds the offsets it should, and
+        the epoch: the CRC does not cover the partition leader epoch, the epoch cache does."""
         try:
             batch = read_batch(self._batches[i])
         except CorruptRecordError:
             return False
+        epoch = batch.partition_leader_epoch
         return (
             batch.base_offset == self._base_offsets[i]
             and batch.last_offset == self._last_offsets[i]
+            and epoch == self._epochs.epoch_at(batch.base_offset, epoch)
         )
 
     def batches_between(self, start_offset: int, end_offset: int) -> list[RecordBatch]:

@@ -228,12 +228,10 @@ class FaultInjection:
         """Flip bits of one byte of a batch in ``node_id``'s log: bit rot that nothing notices
         until the batch is read, or until the node restarts (recovery checks every batch).
 
-        ``offset``: an offset of the batch (default: one drawn with the cluster's random
-        source); ``position``: the byte in the batch (default: a random one, never in bytes
-        12-15, the partition leader epoch: Kafka's batch CRC does not cover it, so the log
-        would not see a flip there); ``mask``: the bits to flip (default: one random bit).
-        Returns the offset, or None when the log holds no batch (the fault changes nothing).
-        """
+        ``offset``: an offset of the batch, ``position``: the byte in the batch, ``mask``: the
+        bits to flip; by default a random offset of the log, byte of that batch and single bit,
+        drawn with the cluster's random source. Returns the offset, or None when the log holds
+        no batch (the fault changes nothing)."""
         log = self.node(node_id).log
         start, end = log.log_start_offset, log.log_end_offset
         if offset is not None and not start <= offset < end:
@@ -243,8 +241,7 @@ class FaultInjection:
         if offset is not None and position is None:
             held = log.held_batches(offset, offset + 1)[0][2]
             size = RECORD_BATCH_OVERHEAD if held is None else held.size_in_bytes
-            position = self.rand.randrange(size - _EPOCH_BYTES)
-            position += _EPOCH_BYTES if position >= _EPOCH_AT else 0
+            position = self.rand.randrange(size)
         if offset is not None and mask is None:
             mask = 1 << self.rand.randrange(8)
         if self._fault("corrupt", (node_id,), offset=offset, position=position, mask=mask) and (
@@ -314,8 +311,3 @@ class FaultInjection:
         if self._fault("misdirect_next_append", (node_id,), onto_offset=onto_offset):
             log.misdirect_next_append(onto_offset)
             self.checker.misdirect_armed(node_id)
-
-
-#: Where a batch holds its partition leader epoch, which its CRC does not cover.
-_EPOCH_AT = 12
-_EPOCH_BYTES = 4
