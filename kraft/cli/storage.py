@@ -1,6 +1,8 @@
-"""``kraft storage``: format a data directory, mint a Uuid, show what a directory holds.
+"""``kraft storage``: format a data directory, mint a Uuid, show what a directory holds,
+recover a lost quorum-state file.
 
-The counterpart of Kafka's ``kafka-storage`` tool (``format``, ``random-uuid``, ``info``).
+The counterpart of Kafka's ``kafka-storage`` tool (``format``, ``random-uuid``, ``info``);
+``recover-quorum-state`` is kraft's own (docs/storage.md, "The quorum-state file").
 """
 
 from __future__ import annotations
@@ -10,7 +12,8 @@ import datetime
 from pathlib import Path
 from typing import Any
 
-from kraft.errors import AlreadyFormattedError, MetaPropertiesError
+from kraft.common.limits import INT32_MAX
+from kraft.errors import AlreadyFormattedError, MetaPropertiesError, QuorumStateError
 from kraft.log.meta_properties import (
     META_PROPERTIES_FILE,
     format_storage,
@@ -18,7 +21,12 @@ from kraft.log.meta_properties import (
     random_uuid,
     read_meta_properties,
 )
-from kraft.log.quorum_state import QUORUM_STATE_FILE, FileQuorumStateStore
+from kraft.log.quorum_state import (
+    NO_SUCH_VOTER,
+    QUORUM_STATE_FILE,
+    FileQuorumStateStore,
+    recovered_election_state,
+)
 
 __all__ = ["register"]
 
@@ -30,6 +38,13 @@ def _node_id(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"{value} is negative: node ids are >= 0")
+    return value
+
+
+def _epoch(text: str) -> int:
+    value = _node_id(text)
+    if value > INT32_MAX:
+        raise argparse.ArgumentTypeError(f"{value} is not an int32 epoch")
     return value
 
 
@@ -83,6 +98,24 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     info.add_argument("directory", metavar="DIR", type=Path, help="the data directory")
     info.set_defaults(handler=_info)
 
+    recover = commands.add_parser(
+        "recover-quorum-state",
+        help="write a quorum-state that cannot vote again in the current epoch",
+        description=(
+            "For a node that refuses to start because its quorum-state file is missing: "
+            "write one that holds a vote in epoch N for no real replica, so that the node "
+            "votes in no epoch up to N (it may have voted in N before the file was lost) and "
+            "follows the leader of N, or votes in a later election. N must be the quorum's "
+            "current epoch, as `kraft quorum describe` reports it for the live quorum (the "
+            "highest any node reports). Refuses a directory that has a quorum-state file."
+        ),
+    )
+    recover.add_argument("directory", metavar="DIR", type=Path, help="the data directory")
+    recover.add_argument(
+        "--epoch", required=True, type=_epoch, help="the live quorum's current epoch"
+    )
+    recover.set_defaults(handler=_recover_quorum_state)
+
 
 def _format(args: argparse.Namespace) -> int:
     directory: Path = args.directory
@@ -130,4 +163,24 @@ def _info(args: argparse.Namespace) -> int:
             f"  epoch={state.epoch} leader_id={state.leader_id} voted_id={state.voted_id} "
             f"voted_directory_id={state.voted_directory_id}"
         )
+    return 0
+
+
+def _recover_quorum_state(args: argparse.Namespace) -> int:
+    directory: Path = args.directory
+    meta = read_meta_properties(directory)
+    if meta.node_id == NO_SUCH_VOTER:
+        raise QuorumStateError(
+            f"node id {meta.node_id} is the id a recovered vote names: cannot recover it"
+        )
+    store = FileQuorumStateStore(directory / QUORUM_STATE_FILE)
+    if store.path.exists():
+        raise QuorumStateError(f"{store.path} exists: there is nothing to recover")
+    state = recovered_election_state(args.epoch)
+    store.write_election_state(state)
+    print(
+        f"Wrote {store.path}: epoch {state.epoch}, voted (for no real replica). Node "
+        f"{meta.node_id} will not vote in epoch {state.epoch} or below; it follows the leader "
+        "of that epoch or votes in a later election."
+    )
     return 0

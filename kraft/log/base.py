@@ -355,17 +355,22 @@ class LogBase(ABC):
             self._advance_log_start(inside[0].offset)
             self._epochs.truncate_from_start(inside[0].offset)
             return
-        # Nothing left stands for the records below the log start: start over from offset 0
-        # and fetch the leader's snapshot, delivering nothing before it.
-        self._raise_repair_target(self._end_and_epoch())
+        self._start_over(f"the log started at snapshot {snapshot_id}, now set aside")
+
+    def _start_over(self, why: str) -> None:
+        """Nothing stands for the records below the log start any more: set the log aside
+        whole and empty it to offset 0 (repair target raised), so that the replica fetches
+        the leader's snapshot before it delivers anything."""
+        target = self._raise_repair_target(self._end_and_epoch())
         self._set_aside_from(self.log_start_offset)
         self._epochs = EpochCache()
         self._reset_to(0)
         self._high_watermark = 0
         logger.error(
-            "the log started at snapshot %s, now set aside: emptied to offset 0, to fetch "
-            "the leader's snapshot",
-            snapshot_id,
+            "%s: the log is set aside and emptied to offset 0, to fetch the leader's "
+            "snapshot first; repair target %s",
+            why,
+            target,
         )
 
     # -- snapshots (KIP-630, docs/snapshots.md) -----------------------------------------------

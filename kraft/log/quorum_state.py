@@ -37,15 +37,19 @@ from kraft.common.fsutil import write_atomically
 from kraft.common.limits import INT32_MAX
 from kraft.common.uuids import ZERO_UUID, uuid_from_text, uuid_to_text
 from kraft.errors import QuorumStateError
+from kraft.log.api import ReplicatedLog
 
 __all__ = [
     "QUORUM_STATE_FILE",
     "ElectionState",
     "FileQuorumStateStore",
     "MemoryQuorumStateStore",
+    "NO_SUCH_VOTER",
     "QuorumStateStore",
     "decode_quorum_state",
     "encode_quorum_state",
+    "recovered_election_state",
+    "require_election_state",
 ]
 
 logger = logging.getLogger(__name__)
@@ -54,6 +58,9 @@ logger = logging.getLogger(__name__)
 QUORUM_STATE_FILE: Final = "quorum-state"
 
 _NONE: Final = -1
+#: The replica id a recovered quorum state holds its vote for: no node has it (node ids are
+#: configured, and ``kraft storage recover-quorum-state`` refuses a node that has this one).
+NO_SUCH_VOTER: Final = INT32_MAX
 #: kraft.version -> quorum-state data version (Kafka's ``KRaftVersion.quorumStateVersion``).
 _DATA_VERSION_FOR_KRAFT_VERSION: Final = {0: 0, 1: 1}
 
@@ -370,3 +377,42 @@ class MemoryQuorumStateStore:
 
     def clear(self) -> None:
         self._data = None
+
+
+def require_election_state(store: QuorumStateStore, log: ReplicatedLog) -> None:
+    """Refuse to start a node whose election state is missing while its log shows it took
+    part in the quorum (docs/storage.md, "The quorum-state file").
+
+    Without the state the node would start in epoch 0 with no vote and could vote a second
+    time in an epoch where it already voted: two leaders. A node with an empty log and no
+    snapshot (and nothing set aside for repair) is taken to be new and starts as before.
+    """
+    if store.read_election_state() is not None:
+        return
+    snapshot = log.latest_snapshot_id
+    if log.log_end_offset == 0 and snapshot is None and log.repair_target is None:
+        return
+    message = (
+        f"the {store.describe()} is missing, but this node has taken part in the quorum (its "
+        f"log ends at offset {log.log_end_offset}, latest snapshot {snapshot}): it may have "
+        "voted in the current epoch, and a second vote there could elect two leaders. "
+        "Refusing to start. Recover with `kraft storage recover-quorum-state DATA_DIR --epoch "
+        "N`, N being the epoch `kraft quorum describe` reports for the live quorum "
+        "(docs/storage.md)"
+    )
+    logger.error("%s", message)
+    raise QuorumStateError(message)
+
+
+def recovered_election_state(epoch: int) -> ElectionState:
+    """The state ``kraft storage recover-quorum-state`` writes for a node that lost its own:
+    a vote, in ``epoch``, for :data:`NO_SUCH_VOTER`.
+
+    The node comes back unattached in ``epoch`` having voted, so it grants no vote in
+    ``epoch`` (it may have granted one there before it lost the file) nor below it (stale
+    epochs are refused); it follows the leader of ``epoch`` once it hears from it, and votes
+    again only in a later election, where it cannot have voted before if ``epoch`` is the
+    quorum's current one. It does not vote for itself (it would restart as a candidate) nor
+    claim any leadership.
+    """
+    return ElectionState.with_voted_candidate(epoch, NO_SUCH_VOTER)

@@ -20,7 +20,7 @@ from pathlib import Path
 from kraft.errors import CorruptRecordError, StorageError
 from kraft.record.batch import LOG_OVERHEAD, RecordBatch, read_batch
 
-__all__ = ["Segment", "index_path", "log_path", "segment_name"]
+__all__ = ["Segment", "datasync", "index_path", "log_path", "segment_name"]
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ def _write_all(fd: int, data: bytes | memoryview) -> None:
 
 
 #: ``os.fdatasync`` where the platform has it (Linux), ``os.fsync`` elsewhere (macOS).
-_datasync = getattr(os, "fdatasync", os.fsync)
+datasync = getattr(os, "fdatasync", os.fsync)
 
 
 class Segment:
@@ -175,11 +175,14 @@ class Segment:
         stop = self.size if end is None else end
         want = chunk_bytes
         while position < stop:
-            chunk = os.pread(self._fd, min(want, stop - position), position)
-            if not chunk:
+            count = min(want, stop - position)
+            chunk = os.pread(self._fd, count, position)
+            if len(chunk) < count:
                 # The file is shorter than its recorded size (cut by someone else): without
                 # this the loop below would never advance.
-                raise CorruptRecordError("unexpected end of the segment file", position=position)
+                raise CorruptRecordError(
+                    "unexpected end of the segment file", position=position + len(chunk)
+                )
             view = memoryview(chunk)
             p = 0
             while p < len(view):
@@ -214,6 +217,57 @@ class Segment:
         for batch in self.scan(start, verify_crc=False, chunk_bytes=_SEEK_CHUNK):
             if batch.last_offset >= offset:
                 return batch.position, batch
+        return self.size, None
+
+    def find_checked(self, offset: int) -> tuple[int, RecordBatch | None]:
+        """:meth:`find_position`, checking on the way that every batch's base offset follows
+        on from the batch before (or the segment base): the base offset is not under the
+        CRC, so a damaged one would otherwise be read as another batch.
+
+        Raises :class:`CorruptRecordError` at the first batch that is malformed or out of
+        place, with the exact ``offset`` it should have started at. An index entry that does
+        not point at the batch it names is derived data gone stale: the segment is then
+        scanned from its first byte before anything is called corrupt.
+        """
+        i = bisect.bisect_right(self._index_offsets, offset) - 1
+        if i >= 0:
+            found = self._find_from(offset, self._index_positions[i], self._index_offsets[i])
+            if found is not None:
+                return found
+        found = self._find_from(offset, 0, None)
+        assert found is not None  # from the first byte, damage raises
+        return found
+
+    def _find_from(
+        self, offset: int, start: int, start_last: int | None
+    ) -> tuple[int, RecordBatch | None] | None:
+        """Scan from ``start``, where a batch ending at ``start_last`` is (None: the first
+        byte); None if that batch is not there."""
+        expected = self.base_offset
+        try:
+            for batch in self.scan(start, verify_crc=False, chunk_bytes=_SEEK_CHUNK):
+                if start_last is not None:
+                    if batch.last_offset != start_last:
+                        return None
+                    start_last = None
+                elif batch.base_offset != expected:
+                    raise CorruptRecordError(
+                        f"{self.log_path}: batch has base offset {batch.base_offset}, "
+                        f"expected {expected}",
+                        offset=expected,
+                        position=batch.position,
+                    )
+                if batch.last_offset >= offset:
+                    return batch.position, batch
+                expected = batch.next_offset
+        except CorruptRecordError as exc:
+            if start_last is not None:
+                return None
+            if exc.offset == expected:
+                raise
+            raise CorruptRecordError(
+                f"{self.log_path}: {exc}", offset=expected, position=exc.position
+            ) from exc
         return self.size, None
 
     # -- writing ---------------------------------------------------------------------------
@@ -251,9 +305,9 @@ class Segment:
         # fdatasync: the appended bytes and the file size (which reading them needs) reach the
         # disk, without the inode's timestamps; a third cheaper than fsync on this path.
         try:
-            _datasync(self._fd)
+            datasync(self._fd)
             if index:
-                _datasync(self._index_fd)
+                datasync(self._index_fd)
         except OSError as exc:
             raise StorageError(f"fsync of {self.log_path} failed: {exc}") from exc
 

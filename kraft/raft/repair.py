@@ -31,7 +31,13 @@ from kraft.raft.channel import NO_METRICS, MetricsRecorder
 from kraft.raft.leader import LeaderState
 from kraft.raft.quorum import QuorumState
 from kraft.raft.requests import RequestManager
-from kraft.raft.states import CandidateState, FollowerState, ProspectiveState, UnattachedState
+from kraft.raft.states import (
+    NO_DEADLINE,
+    CandidateState,
+    FollowerState,
+    ProspectiveState,
+    UnattachedState,
+)
 
 __all__ = ["StorageRepair", "behind_repair_target"]
 
@@ -119,7 +125,7 @@ class StorageRepair(Generic[T]):
         target = self._log.repair_target
         if target is None:
             if self._target is not None:
-                logger.warning("the log holds %s again: repair complete", self._target)
+                logger.info("the log holds %s again: repair complete", self._target)
                 self._target = None
                 self.metrics.record_repair_completed(now)
             return False
@@ -137,6 +143,9 @@ class StorageRepair(Generic[T]):
                 state.epoch,
                 self._target,
             )
+            # Found in the leader's append path, the rest of that step still holds this
+            # state: it must send no heartbeat for an epoch it no longer leads.
+            state.begin_quorum_epoch_deadline_ms = NO_DEADLINE
             self._to_resigned(state.successors_by_fetch_offset(), now)
         elif isinstance(state, CandidateState):
             # Candidate -> Prospective -> lost: Unattached (or Follower) in the same epoch,

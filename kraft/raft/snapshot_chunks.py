@@ -31,6 +31,9 @@ __all__ = ["SnapshotChunks"]
 #: How much of a snapshot the layout pass reads at a time.
 SCAN_WINDOW_BYTES = 8 * 1024 * 1024
 
+#: How many downloads' cut batches are remembered (one entry per download in progress).
+_CUTS_KEPT = 16
+
 _LENGTH_END = 12  # base offset (int64) and length (int32): the bytes that size a batch
 
 
@@ -78,11 +81,12 @@ def _scan(snapshot: RawSnapshotReader) -> _Layout:
     position = 0
     try:
         while position < size:
-            window = snapshot.read(position, SCAN_WINDOW_BYTES)
-            if len(window) < _LENGTH_END or _length_at(window, 0) > len(window):
-                # The batch here is larger than the window (or cut short): read it whole.
-                whole = _length_at(window, 0) if len(window) >= _LENGTH_END else len(window)
-                window = snapshot.read(position, max(1, whole))
+            window = snapshot.read(position, max(SCAN_WINDOW_BYTES, _LENGTH_END))
+            whole = _length_at(window, 0) if len(window) >= _LENGTH_END else 0
+            if len(window) < whole <= size - position:
+                # The batch here is larger than the window: read it whole. (A length that runs
+                # past the file is left to read_batch: "truncated", nothing more read.)
+                window = snapshot.read(position, whole)
             at = 0
             while at < len(window) and (
                 at == 0
@@ -112,16 +116,26 @@ def _scan(snapshot: RawSnapshotReader) -> _Layout:
 
 
 class SnapshotChunks:
-    """Reads FetchSnapshot chunks, checked; keeps the layout of the last snapshot served."""
+    """Reads FetchSnapshot chunks, checked; keeps the layout of the last snapshot served.
 
-    __slots__ = ("_layout",)
+    A batch cut by a chunk's end is read and checked whole with that chunk; the next chunk of
+    the same download, which starts where that one ended, does not read and check it again
+    (``_cut_checked``): every batch is checked when its first byte is sent, and a download
+    reads each batch about once more than an unchecked one would.
+    """
+
+    __slots__ = ("_cut_checked", "_layout")
 
     def __init__(self) -> None:
         self._layout: _Layout | None = None
+        #: Chunk end position -> the index of the batch cut there, checked whole when that
+        #: chunk was served (the latest few downloads).
+        self._cut_checked: dict[int, int] = {}
 
     def forget(self) -> None:
         """Drop the layout (its snapshot was set aside)."""
         self._layout = None
+        self._cut_checked.clear()
 
     def read(self, snapshot: RawSnapshotReader, position: int, max_bytes: int) -> bytes:
         """Up to ``max_bytes`` of ``snapshot`` from ``position`` (inside it), every batch
@@ -131,6 +145,7 @@ class SnapshotChunks:
             layout.snapshot_id != snapshot.snapshot_id or layout.size != snapshot.size_in_bytes
         )
         if layout is None or fresh:
+            self.forget()
             layout = self._layout = _scan(snapshot)
         try:
             return self._read_checked(snapshot, layout, position, max_bytes)
@@ -138,38 +153,43 @@ class SnapshotChunks:
             if fresh:
                 raise
         # The layout may be another file's: corrupt only if a fresh pass says so too.
+        self.forget()
         layout = self._layout = _scan(snapshot)
         return self._read_checked(snapshot, layout, position, max_bytes)
 
-    @staticmethod
     def _read_checked(
-        snapshot: RawSnapshotReader, layout: _Layout, position: int, max_bytes: int
+        self, snapshot: RawSnapshotReader, layout: _Layout, position: int, max_bytes: int
     ) -> bytes:
         positions = layout.positions
         end = min(position + max_bytes, layout.size)
+        data = snapshot.read(position, end - position)  # what is sent: read once
+        if len(data) != end - position:
+            raise CorruptSnapshotError(
+                f"snapshot {layout.snapshot_id}: {len(data)} bytes at {position}, "
+                f"{end - position} expected",
+                position=position,
+            )
+        view = memoryview(data)
         first = bisect.bisect_right(positions, position) - 1
         after = bisect.bisect_left(positions, end)  # the first batch starting at or past end
-        start = positions[first]
-        stop = positions[after] if after < len(positions) else layout.size
-        data = snapshot.read(start, stop - start)
-        if len(data) != stop - start:
-            raise CorruptSnapshotError(
-                f"snapshot {layout.snapshot_id}: {len(data)} bytes at {start}, "
-                f"{stop - start} expected",
-                position=start,
-            )
+        if self._cut_checked.pop(position, None) == first:
+            first += 1  # checked whole with the chunk that ended here
         try:
             for k in range(first, after):
-                at = positions[k] - start
-                batch = read_batch(data, at, base_position=start)
-                following = positions[k + 1] if k + 1 < len(positions) else layout.size
-                if batch.size_in_bytes != following - positions[k]:
+                start = positions[k]
+                stop = positions[k + 1] if k + 1 < len(positions) else layout.size
+                if position <= start and stop <= end:
+                    whole: bytes | memoryview = view[start - position : stop - position]
+                else:
+                    whole = snapshot.read(start, stop - start)  # cut by the chunk's edge
+                batch = read_batch(whole, base_position=start)
+                if batch.size_in_bytes != stop - start:
                     raise CorruptSnapshotError(
-                        f"snapshot {layout.snapshot_id}: batch at {positions[k]} changed size",
+                        f"snapshot {layout.snapshot_id}: the batch at {start} changed size",
                         offset=batch.base_offset,
-                        position=positions[k],
+                        position=start,
                     )
-                _check(batch, layout.snapshot_id, layout.base_offsets[k], positions[k])
+                _check(batch, layout.snapshot_id, layout.base_offsets[k], start)
         except CorruptSnapshotError:
             raise
         except CorruptRecordError as exc:
@@ -178,4 +198,13 @@ class SnapshotChunks:
                 offset=exc.offset,
                 position=exc.position,
             ) from exc
-        return data[position - start : end - start]
+        last_stop = positions[after] if after < len(positions) else layout.size
+        if after > first and last_stop > end:
+            self._remember_cut(end, after - 1)  # the last batch, cut by the end, is checked
+        return data
+
+    def _remember_cut(self, end: int, index: int) -> None:
+        cut = self._cut_checked
+        cut[end] = index
+        if len(cut) > _CUTS_KEPT:
+            del cut[next(iter(cut))]  # the oldest

@@ -43,7 +43,7 @@ from kraft.errors import FatalFaultError, IllegalStateError, LogDirectoryError
 from kraft.log.base import SnapshotRetention
 from kraft.log.file import DEFAULT_SEGMENT_BYTES, FileLog
 from kraft.log.meta_properties import CLUSTER_METADATA_DIR, read_meta_properties
-from kraft.log.quorum_state import FileQuorumStateStore
+from kraft.log.quorum_state import FileQuorumStateStore, require_election_state
 from kraft.metrics import RaftMetrics, start_prometheus_server
 from kraft.protocol.frame import DEFAULT_MAX_FRAME_SIZE
 from kraft.raft.client import KafkaRaftClient
@@ -184,6 +184,8 @@ class RaftNode(Generic[T]):
                     f"directory {self.data_dir}): {exc}"
                 ) from exc
             raise
+        store = FileQuorumStateStore.in_directory(self.data_dir)
+        require_election_state(store, self._log)
         queue = BlockingMessageQueue()
         peers: dict[int, Endpoint] = {
             voter: address for voter, address in self.config.voters.items() if voter != self.node_id
@@ -207,7 +209,7 @@ class RaftNode(Generic[T]):
             local_id=self.node_id,
             config=self.config,
             log=self._log,
-            store=FileQuorumStateStore.in_directory(self.data_dir),
+            store=store,
             channel=channel,
             queue=queue,
             clock=clock,

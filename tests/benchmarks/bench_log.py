@@ -9,6 +9,9 @@ What is measured (100-byte records unless told otherwise):
   (``flush``) after every batch, every 10 batches, and never;
 - ``follower append``: ``append_as_follower`` of pre-encoded ~1 MiB chunks (what one fetch
   returns), fsync after every chunk;
+- ``read``: ``FileLog.read`` of a log written as 1000-record batches, in 1 MiB reads (what a
+  Fetch serves a follower catching up) and one batch at a time (a follower at the tail); every
+  batch returned is checked (CRC-32C and offsets);
 - ``recovery``: open time of a log of ``--recovery-mib`` written in large batches, (a) after a
   clean ``close()`` and (b) after a crash (``abandon()``) with the recovery point moved back to
   the first roll, so that every batch after it is read and checked.
@@ -225,6 +228,45 @@ def bench_follower_append(directory: Path, sizes: Sizes) -> Result:
     )
 
 
+# -- reads -----------------------------------------------------------------------------------
+
+
+def next_offset(batches: bytes) -> int:
+    """The offset after the last of ``batches`` (walking the length fields only)."""
+    position = last = 0
+    while position < len(batches):
+        last = position
+        position += int.from_bytes(batches[position + 8 : position + 12], "big") + 12
+    base = int.from_bytes(batches[last : last + 8], "big")
+    return base + int.from_bytes(batches[last + 23 : last + 27], "big") + 1
+
+
+def bench_read(directory: Path, sizes: Sizes) -> list[Result]:
+    log = FileLog.open(directory, segment_bytes=sizes.segment_mib * MIB)
+    for chunk in encode_chunks(sizes.follower_mib * MIB, MIB, 1000, sizes.record_bytes):
+        log.append_as_follower(chunk)
+    end = log.log_end_offset
+    size = log.size_in_bytes()
+    results = []
+    try:
+        for label, max_bytes in (("1 MiB reads", MIB), ("one batch per read", 1)):
+            reads = 0
+
+            def run(max_bytes: int = max_bytes) -> None:
+                nonlocal reads
+                offset = 0
+                while offset < end:
+                    offset = next_offset(log.read(offset, max_bytes=max_bytes).records)
+                    reads += 1
+
+            seconds = timed(run)
+            results.append(Result("read", f"{label} ({reads:,} reads)", seconds, end, size))
+    finally:
+        log.close()
+        shutil.rmtree(directory)
+    return results
+
+
 # -- recovery ------------------------------------------------------------------------------
 
 
@@ -286,7 +328,7 @@ def _evict_page_cache(directory: Path) -> bool:
 
 # -- driver --------------------------------------------------------------------------------
 
-GROUPS = ("codec", "leader", "follower", "recovery")
+GROUPS = ("codec", "leader", "follower", "read", "recovery")
 
 
 def run_all(sizes: Sizes, directory: Path, groups: set[str], progress: bool) -> list[Result]:
@@ -309,6 +351,8 @@ def run_all(sizes: Sizes, directory: Path, groups: set[str], progress: bool) -> 
                 note(bench_leader_append(directory / "leader", sizes, per_batch, fsync_every))
     if "follower" in groups:
         note(bench_follower_append(directory / "follower", sizes))
+    if "read" in groups:
+        note(bench_read(directory / "read", sizes))
     if "recovery" in groups:
         note(bench_recovery(directory / "recovery", sizes))
     return results

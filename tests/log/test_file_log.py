@@ -16,7 +16,7 @@ import crc32c
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from kraft.errors import CorruptLogError, CorruptRecordError, InvalidAppendError, LogDirectoryError
+from kraft.errors import CorruptRecordError, InvalidAppendError, LogDirectoryError
 from kraft.log import FileLog, Isolation, MemoryLog, ReplicatedLog
 from kraft.log.file import EPOCH_CHECKPOINT, RECOVERY_POINT
 from kraft.log.segment import index_path, log_path
@@ -94,8 +94,7 @@ def test_torn_last_batch_reopens_at_the_previous_batch_boundary(
         kept = fill(log, 4, epoch=1)
     log = FileLog.open(template)  # the recovery point is now the end of those 4 batches
     last = fill(log, 1, epoch=2, records=3)[0]
-    log.flush()
-    log.abandon()
+    log.abandon()  # a crash before the flush: the last batch was never made durable
     boundary = sum(len(b) for b in kept)
     assert log_path(template, 0).stat().st_size == boundary + len(last)
 
@@ -153,20 +152,31 @@ def test_garbage_after_the_last_batch_is_cut(
     log.close()
 
 
-def test_a_cut_tail_deletes_the_segments_after_it(tmp_path: Path) -> None:
-    """Without a recovery point everything is checked; a bad batch ends the log there."""
+def test_a_bad_batch_followed_by_intact_ones_is_set_aside_with_them(tmp_path: Path) -> None:
+    """Without a recovery point everything is checked. A bad batch with intact batches after
+    it is not a torn tail (issue 17, hole 7: this used to cut it and every later segment):
+    the rest of the log is set aside, kept, and the repair target says how far it reached."""
     directory = tmp_path / "log"
     with FileLog.open(directory, segment_bytes=SEGMENT_BYTES) as log:
         batches = fill(log, 20)
     files = segment_files(directory)
     assert len(files) >= 3
     (directory / RECOVERY_POINT).unlink()
-    first = batch_positions(files[1].read_bytes())
+    originals = [f.read_bytes() for f in files]
+    first = batch_positions(originals[1])
     flip_bit(files[1], first[1][0] + 30)  # the second batch of the second segment
     with FileLog.open(directory, segment_bytes=SEGMENT_BYTES) as log:
         assert log.log_end_offset == first[1][2]
         assert segment_files(directory) == files[:2]
-        assert read_all(log) == b"".join(batches)[: files[0].stat().st_size + first[1][0]]
+        assert read_all(log) == b"".join(batches)[: len(originals[0]) + first[1][0]]
+        assert log.repair_target == (40, 1)
+    (event,) = quarantined(directory)
+    set_aside = sorted(event.iterdir())
+    assert [p.read_bytes() for p in set_aside[1:]] == originals[2:]
+    damaged = bytearray(originals[1][first[1][0] :])
+    damaged[30] ^= 1
+    assert set_aside[0].name == f"{first[1][2]:020d}.log"
+    assert set_aside[0].read_bytes() == bytes(damaged)
 
 
 # -- corruption ----------------------------------------------------------------------------
@@ -174,30 +184,47 @@ def test_a_cut_tail_deletes_the_segments_after_it(tmp_path: Path) -> None:
 BATCH_BYTES = [i for i in range(0, 61 + 2 * 42) if i not in EPOCH_FIELD]
 
 
+def quarantined(directory: Path) -> list[Path]:
+    """The quarantine event directories, in order."""
+    root = directory / "quarantine"
+    return sorted(root.iterdir()) if root.exists() else []
+
+
 @pytest.mark.parametrize("byte", BATCH_BYTES)
-def test_bit_flip_below_the_recovery_point_is_a_corrupt_log(tmp_path: Path, byte: int) -> None:
-    """Flushed data is never silently truncated: damage there stops the log from opening."""
+def test_bit_flip_inside_flushed_data_is_set_aside_not_cut(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, byte: int
+) -> None:
+    """Flushed data is never silently cut, nor does damage there stop the log from opening
+    any more (issue 17: it was a CorruptLogError): the log is set aside from the bad batch
+    and the repair target keeps the replica from electing a log without what it lost."""
     directory = tmp_path / "log"
     with FileLog.open(directory) as log:  # close() sets the recovery point to the LEO
-        fill(log, 5)
+        batches = fill(log, 5)
     path = log_path(directory, 0)
     position, size, base = batch_positions(path.read_bytes())[2]
     assert byte < size
     flip_bit(path, position + byte, bit=byte % 8)
-    with pytest.raises(CorruptLogError) as info:
-        FileLog.open(directory)
-    assert info.value.path == str(path)
-    assert info.value.position == position
-    if byte >= 8:  # a flipped base offset is reported as read
-        assert info.value.offset == base
-    assert str(path) in str(info.value)
-    # The failed open released the directory.
-    with pytest.raises(CorruptLogError):
-        FileLog.open(directory)
+    damaged = path.read_bytes()[position:]
+    with caplog.at_level(logging.ERROR, logger="kraft"):
+        log = FileLog.open(directory)
+    assert log.log_end_offset == base
+    assert read_all(log) == b"".join(batches[:2])
+    assert log.repair_target == (10, 1)
+    assert "set aside" in caplog.text and str(path) in caplog.text
+    log.close()
+    (event,) = quarantined(directory)
+    assert (event / f"{base:020d}.log").read_bytes() == damaged
+    with FileLog.open(directory) as log:  # the target survives a restart
+        assert log.repair_target == (10, 1)
+        fill(log, 3)  # reaching (10, 1) again repairs it
+        assert log.repair_target is None
+    with FileLog.open(directory) as log:
+        assert log.repair_target is None
+    assert not (directory / "repair-target").exists()
 
 
 @pytest.mark.parametrize("byte", [0, 5, 7, 11, 16, 17, 25, 60, 70])
-def test_bit_flip_in_the_last_indexed_batch_is_a_corrupt_log(tmp_path: Path, byte: int) -> None:
+def test_bit_flip_in_the_last_indexed_batch_is_set_aside(tmp_path: Path, byte: int) -> None:
     """Recovery starts at the last index entry; that batch is checked against the entry
     (its base offset is not under the CRC)."""
     directory = tmp_path / "log"
@@ -205,14 +232,14 @@ def test_bit_flip_in_the_last_indexed_batch_is_a_corrupt_log(tmp_path: Path, byt
         fill(log, 6)
         assert log.segments()[0].index_entries()  # every batch but the first is indexed
     path = log_path(directory, 0)
-    position, _, _ = batch_positions(path.read_bytes())[-1]
+    position, _, base = batch_positions(path.read_bytes())[-1]
     flip_bit(path, position + byte)
-    with pytest.raises(CorruptLogError) as info:
-        FileLog.open(directory, index_interval_bytes=0)
-    assert info.value.position == position
+    with FileLog.open(directory, index_interval_bytes=0) as log:
+        assert log.log_end_offset == base
+        assert log.repair_target == (12, 1)
 
 
-def test_epoch_going_back_below_the_recovery_point_is_a_corrupt_log(tmp_path: Path) -> None:
+def test_epoch_going_back_below_the_recovery_point_is_set_aside(tmp_path: Path) -> None:
     directory = tmp_path / "log"
     with FileLog.open(directory) as log:
         fill(log, 2, epoch=3)
@@ -222,15 +249,17 @@ def test_epoch_going_back_below_the_recovery_point_is_a_corrupt_log(tmp_path: Pa
     data = bytearray(path.read_bytes())
     struct.pack_into(">i", data, position + 12, 2)
     path.write_bytes(bytes(data))
-    with pytest.raises(CorruptLogError) as info:
-        FileLog.open(directory)
-    assert (info.value.offset, info.value.position) == (base, position)
+    with FileLog.open(directory) as log:
+        assert log.log_end_offset == base == 6
+        assert log.repair_target == (10, 4)
+        assert log.epoch_entries() == [(3, 0), (4, 4)]
 
 
 @pytest.mark.parametrize("byte", BATCH_BYTES)
-def test_bit_flip_in_the_unflushed_tail_is_cut(
+def test_bit_flip_in_the_unflushed_last_batch_is_cut(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, byte: int
 ) -> None:
+    """Bad bytes above the recovery point with nothing intact after them: a torn tail."""
     directory = tmp_path / "log"
     with FileLog.open(directory) as log:
         kept = fill(log, 3)
@@ -238,14 +267,57 @@ def test_bit_flip_in_the_unflushed_tail_is_cut(
     tail = fill(log, 3, epoch=2)
     log.abandon()  # a crash: the tail was never flushed
     path = log_path(directory, 0)
-    position, _, base = batch_positions(path.read_bytes())[4]
+    position, _, base = batch_positions(path.read_bytes())[5]
     flip_bit(path, position + byte, bit=7 - byte % 8)
     with caplog.at_level(logging.WARNING, logger="kraft"):
         log = FileLog.open(directory)
     assert log.log_end_offset == base
-    assert read_all(log) == b"".join([*kept, tail[0]])
+    assert read_all(log) == b"".join([*kept, *tail[:2]])
     assert any("cutting" in r.getMessage() for r in caplog.records)
+    assert log.repair_target is None
+    assert quarantined(directory) == []
     log.close()
+
+
+def test_a_bad_unflushed_batch_before_intact_ones_is_set_aside(tmp_path: Path) -> None:
+    """Above the recovery point too, a bad batch with intact ones after it is no torn write."""
+    directory = tmp_path / "log"
+    with FileLog.open(directory) as log:
+        kept = fill(log, 3)
+    log = FileLog.open(directory)
+    tail = fill(log, 3, epoch=2)
+    log.abandon()
+    path = log_path(directory, 0)
+    position, _, base = batch_positions(path.read_bytes())[4]
+    flip_bit(path, position + 30)
+    with FileLog.open(directory) as log:
+        assert log.log_end_offset == base
+        assert read_all(log) == b"".join([*kept, tail[0]])
+        assert log.repair_target == (12, 2)
+    (event,) = quarantined(directory)
+    assert len((event / f"{base:020d}.log").read_bytes()) == len(tail[1]) + len(tail[2])
+
+
+def test_a_lost_write_raises_the_repair_target(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A log ending below what it had made durable lost a write: nothing to cut, but it may
+    have acknowledged what it lost."""
+    directory = tmp_path / "log"
+    log = FileLog.open(directory)
+    batches = fill(log, 5, epoch=2)
+    log.flush()  # the recovery point moves to (10, 2), in place
+    log.abandon()
+    path = log_path(directory, 0)
+    os.truncate(path, len(b"".join(batches[:3])))
+    with caplog.at_level(logging.ERROR, logger="kraft"):
+        log = FileLog.open(directory)
+    assert log.log_end_offset == 6
+    assert log.repair_target == (10, 2)
+    assert "lost write" in caplog.text
+    log.close()
+    with FileLog.open(directory) as log:
+        assert log.repair_target == (10, 2)
 
 
 @pytest.mark.parametrize("epoch", [1, 0, -1], ids=["lower", "zero", "negative"])
@@ -271,11 +343,10 @@ def test_a_failed_open_leaks_no_file_descriptors(tmp_path: Path) -> None:
     directory = tmp_path / "log"
     with FileLog.open(directory, segment_bytes=SEGMENT_BYTES) as log:
         fill(log, 20)
-    last = segment_files(directory)[-1]
-    flip_bit(last, 30)
+    (directory / "repair-target").write_text("0\nten 1\n")  # read once the segments are open
     before = open_fds()
     for _ in range(5):
-        with pytest.raises(CorruptLogError):
+        with pytest.raises(LogDirectoryError, match="repair target"):
             FileLog.open(directory, segment_bytes=SEGMENT_BYTES)
     assert open_fds() == before
 

@@ -19,6 +19,7 @@ from kraft.log.quorum_state import ElectionState
 from kraft.metrics import RaftMetrics
 from kraft.protocol.errors import Errors
 from kraft.protocol.messages import (
+    BeginQuorumEpochRequest,
     EndQuorumEpochRequest,
     FetchRequest,
     FetchSnapshotRequest,
@@ -27,6 +28,7 @@ from kraft.protocol.messages import (
     VoteRequest,
     VoteResponse,
 )
+from kraft.raft import snapshot_chunks
 from kraft.record.batch import encode_batch, iter_batches
 from kraft.record.offsets import OffsetAndEpoch
 from kraft.testing import RaftClientBuilder, RaftTestContext, RecordingListener
@@ -351,12 +353,26 @@ def snapshot_size(ctx: RaftTestContext[bytes]) -> int:
     return raw.size_in_bytes
 
 
-def test_a_corrupt_snapshot_is_not_served_and_set_aside() -> None:
-    """§1.14: a FetchSnapshot of a snapshot whose bytes fail their CRC gets no byte of it:
-    SNAPSHOT_NOT_FOUND (the log, which holds everything, serves the follower), the snapshot
-    set aside, the leader still leads."""
+@pytest.mark.parametrize(
+    ("window", "where"),
+    [
+        (snapshot_chunks.SCAN_WINDOW_BYTES, "crc"),
+        (50, "crc"),  # batches larger than the scan window
+        (snapshot_chunks.SCAN_WINDOW_BYTES, "base offset"),
+        (snapshot_chunks.SCAN_WINDOW_BYTES, "length"),
+        (snapshot_chunks.SCAN_WINDOW_BYTES, "epoch"),
+    ],
+)
+def test_a_corrupt_snapshot_is_not_served_and_set_aside(
+    window: int, where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """§1.14: a FetchSnapshot of a snapshot whose bytes fail their checks (the CRC, or the
+    header fields it does not cover) gets no byte of it: SNAPSHOT_NOT_FOUND (the log, which
+    holds everything, serves the follower), the snapshot set aside, the leader still leads."""
+    monkeypatch.setattr(snapshot_chunks, "SCAN_WINDOW_BYTES", window)
     ctx = leader_with_snapshot(cleaned=False)
-    ctx.log.corrupt_snapshot(SNAPSHOT, position=snapshot_size(ctx) - 30)
+    position = {"crc": snapshot_size(ctx) - 30, "base offset": 7, "length": 11, "epoch": 15}
+    ctx.log.corrupt_snapshot(SNAPSHOT, position=position[where])
     response = ask(ctx, fetch_snapshot(), source=3)
     assert isinstance(response, FetchSnapshotResponse)
     assert response.partition_error_code == Errors.SNAPSHOT_NOT_FOUND
@@ -392,8 +408,13 @@ def test_a_snapshot_damaged_during_a_download_stops_being_served() -> None:
     assert rest.unaligned_records == b""
 
 
-def test_a_snapshot_served_in_small_chunks_is_the_file() -> None:
-    """§1.14: the checks change no byte: chunks of every size still concatenate to the file."""
+@pytest.mark.parametrize("window", [snapshot_chunks.SCAN_WINDOW_BYTES, 50, 1])
+def test_a_snapshot_served_in_small_chunks_is_the_file(
+    window: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """§1.14: the checks change no byte: chunks of every size still concatenate to the file,
+    whatever the scan window (a batch larger than the window is read whole)."""
+    monkeypatch.setattr(snapshot_chunks, "SCAN_WINDOW_BYTES", window)
     ctx = leader_with_snapshot(cleaned=True)
     raw = ctx.log.read_snapshot(SNAPSHOT)
     assert raw is not None
@@ -405,3 +426,24 @@ def test_a_snapshot_served_in_small_chunks_is_the_file() -> None:
             assert response.partition_error_code == Errors.NONE
             got += response.unaligned_records
         assert got == data
+
+
+def test_a_leader_that_finds_corruption_in_its_append_path_resigns_without_a_heartbeat() -> None:
+    """§1.14: a parked Fetch answered after an append (the append misdirected: the new batch
+    reads blank) finds the corruption inside the leader's own poll step; the leader resigns
+    there, answers NOT_LEADER_OR_FOLLOWER, and that step sends no BeginQuorumEpoch."""
+    ctx = leader_context()
+    parked = ctx.fetch_request(LEADER_EPOCH, 3, 5, LEADER_EPOCH, max_wait_ms=10_000)
+    ctx.deliver_request(parked, 3)
+    ctx.poll()
+    assert ctx.sent_responses() == []
+    ctx.log.misdirect_next_append(onto_offset=3)
+    ctx.client.prepare_append(LEADER_EPOCH, [b"e"])
+    ctx.client.schedule_prepared_append()
+    ctx.advance(ctx.config.fetch_timeout_ms)  # the heartbeat is due in the same step
+    ctx.poll()
+    (answer,) = ctx.sent_responses()
+    assert answer.body.partition_error_code == Errors.NOT_LEADER_OR_FOLLOWER
+    assert answer.body.records == b""
+    assert ctx.role == "Resigned"
+    assert ctx.sent_requests(BeginQuorumEpochRequest) == []

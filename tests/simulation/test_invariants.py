@@ -225,8 +225,9 @@ def test_the_report_names_seed_invariant_replay_command_and_recent_events() -> N
 def test_an_adhoc_report_says_how_to_rebuild_the_run() -> None:
     cluster = committed_cluster(seed=5)
     _, (follower, _) = leader_and_followers(cluster)
-    # The follower's disk forgets its epoch (a crash of the log under a running client no
-    # longer shows: the fetch answer that wakes it restores its high watermark first).
+    # A store that forgets the epoch (a follower's lowered log high watermark is no longer a
+    # violation to provoke: it follows the leader's again at the next Fetch, docs/protocol.md
+    # §1.14).
     cluster.node(follower).store.write_election_state(ElectionState(0))
     report = violation_of(cluster).report
     assert "(seed 5, scenario adhoc)" in report
