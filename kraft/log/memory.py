@@ -165,17 +165,17 @@ class MemoryLog(LogBase):
         return LogFetchInfo(b"".join(out), first_offset)
 
     def _intact(self, i: int) -> bool:
-        """Whether batch ``i`` is whole, passes its CRC and holds the offsets it should, and
-        the epoch: the CRC does not cover the partition leader epoch, the epoch cache does."""
+        """Whether batch ``i`` is whole, passes its CRC and holds the offsets and the epoch it
+        should (neither the base offset nor the epoch is under the CRC)."""
         try:
             batch = read_batch(self._batches[i])
         except CorruptRecordError:
             return False
-        epoch = batch.partition_leader_epoch
+        base = self._base_offsets[i]
         return (
-            batch.base_offset == self._base_offsets[i]
+            batch.base_offset == base
             and batch.last_offset == self._last_offsets[i]
-            and epoch == self._epochs.epoch_at(batch.base_offset, epoch)
+            and batch.partition_leader_epoch == self._epochs.epoch_at(base, self._start_epoch())
         )
 
     def batches_between(self, start_offset: int, end_offset: int) -> list[RecordBatch]:
