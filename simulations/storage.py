@@ -137,8 +137,36 @@ def _power_loss(damage: _Damage) -> None:
         damage.restart(node_id)
 
 
+def _behind_the_leader(damage: _Damage, cut_ms: tuple[int, int]) -> tuple[int, int] | None:
+    """Cut a node (drawn) off for ``cut_ms`` if the leader may be damaged: (the leader, the
+    node), with the node still cut off; None otherwise."""
+    run, cluster = damage.run, damage.cluster
+    leader = cluster.leader()
+    if leader is None or damage.pick([leader]) is None:
+        return None
+    lagging = run.rng.choice([i for i in cluster.nodes if i != leader])
+    cluster.isolate(lagging)
+    cluster.run_for(run.rng.randint(*cut_ms))
+    return leader, lagging
+
+
 def _bitrot_round(damage: _Damage) -> bool:
     run, cluster = damage.run, damage.cluster
+    if run.rng.random() < 0.25:
+        # The leader serves what the node cut off missed: flips in that range are found by the
+        # leader's checked read, which must set them aside and resign, not serve them.
+        behind = _behind_the_leader(damage, (300, 1_500))
+        if behind is not None:
+            leader, lagging = behind
+            start = cluster.node(lagging).log_end_offset
+            log = cluster.node(leader).log
+            start = max(start, log.log_start_offset)
+            for _ in range(run.rng.randint(1, 3)):
+                if start < log.log_end_offset:
+                    cluster.corrupt(leader, run.rng.randrange(start, log.log_end_offset))
+            damage.hit(leader)
+            cluster.heal()
+            return True
     node_id = damage.pick()
     if node_id is None:
         return damage.repair_one()
@@ -166,12 +194,12 @@ def _bitrot_round(damage: _Damage) -> bool:
 
 @scenario("bitrot")
 def bitrot(run: ScenarioRun) -> None:
-    """Bit rot: 3-6 times, one to three random bits flip in random batches of one node's log
-    (the leader's too; half of them in its last five batches), at most a minority of the
-    voters damaged at once; the node restarts at once, or another one does, or every node
-    loses power and comes back in a random order, or it waits until the end: every copy it
-    reads or recovers is checked, set aside and fetched back; the quorum stays available and
-    loses nothing."""
+    """Bit rot: 3-6 times, one to three random bits flip in random batches of one node's log (the
+    leader's too; half of them in its last five batches; or in the leader's batches a node
+    cut off for a while will fetch), at most a minority of the voters damaged at once; the
+    node restarts at once, or another one does, or every node loses power and comes back in
+    a random order, or it waits until the end: every copy it reads or recovers is checked,
+    set aside and fetched back; the quorum stays available and loses nothing."""
     _storage_run(run, _bitrot_round)
 
 
@@ -206,9 +234,8 @@ def lost_writes(run: ScenarioRun) -> None:
     """Lost writes: 3-6 times, a node's flush reports success and keeps nothing, and the node
     crashes within 30 ms (the leader too), alone or with every node while a third voter lags
     (a power loss, then the nodes come back in a random order), at most a minority of the
-    voters damaged at once:
-    its recovery finds its log below what it had flushed, it votes for no log behind it, and
-    fetches it back; the quorum stays available and loses nothing."""
+    voters damaged at once: its recovery finds its log below what it had flushed, it votes
+    for no log behind it, and fetches it back; the quorum stays available and loses nothing."""
     _storage_run(run, _lost_write_round)
 
 
@@ -233,15 +260,27 @@ def _misdirected_round(damage: _Damage) -> bool:
 
 @scenario("misdirected_writes")
 def misdirected_writes(run: ScenarioRun) -> None:
-    """Misdirected writes: 3-6 times, a node's next appended batch lands on an older batch of
-    its log (the leader's too), leaving blank bytes where it belonged, at most a minority of
-    the voters damaged at once; reads and recovery find both, and the node fetches them back;
+    """Misdirected writes: 3-6 times, a node's next appended batch lands on an older batch of its
+    log (the leader's too), leaving blank bytes where it belonged, at most a minority of the
+    voters damaged at once; reads and recovery find both, and the node fetches them back;
     the quorum stays available and loses nothing."""
     _storage_run(run, _misdirected_round)
 
 
 def _snapshot_round(damage: _Damage) -> bool:
     run, cluster = damage.run, damage.cluster
+    if run.rng.random() < 0.3:
+        # A node cut off until it needs the leader's latest snapshot, which rots meanwhile: the
+        # leader's checked read of it must set it aside, not serve it.
+        behind = _behind_the_leader(damage, (1_500, 4_000))
+        if behind is not None:
+            leader = behind[0]
+            latest = cluster.node(leader).log.latest_snapshot_id
+            if latest is not None:
+                cluster.corrupt_snapshot(leader, latest)
+                damage.hit(leader)
+            cluster.heal()
+            return True
     with_snapshots = [i for i in cluster.nodes if cluster.node(i).log.snapshot_ids()]
     node_id = damage.pick(with_snapshots)
     if node_id is None:
@@ -268,9 +307,10 @@ def _snapshot_round(damage: _Damage) -> bool:
 
 @scenario("corrupt_snapshots")
 def corrupt_snapshots(run: ScenarioRun) -> None:
-    """Corrupt snapshots: 3-6 times, a bit flips in one of a node's snapshots (and sometimes in
-    a batch), at most a minority of the voters damaged at once, while logs are cleaned up to
+    """Corrupt snapshots: 3-6 times, a bit flips in one of a node's snapshots (and sometimes in a
+    batch), at most a minority of the voters damaged at once, while logs are cleaned up to
     their snapshots (one every 100 offsets, two kept); the node restarts, or another node is
-    cut off until it must fetch a snapshot: the corrupt one is set aside, never served nor
-    loaded, and fetched again; the quorum stays available and loses nothing."""
+    cut off until it must fetch a snapshot (sometimes the leader's latest, corrupt): the
+    corrupt one is set aside, never served nor loaded, and fetched again; the quorum stays
+    available and loses nothing."""
     _storage_run(run, _snapshot_round)
