@@ -74,7 +74,7 @@ class _Damage:
 
     def repair_one(self) -> bool:
         """Restart one damaged node (drawn) and wait until its log is repaired."""
-        damaged = sorted(self.damaged() | (self.unchecked & set(self.cluster.nodes)))
+        damaged = sorted(self.damaged() | self.unchecked)
         if not damaged:
             return True
         node_id = self.run.rng.choice(damaged)
