@@ -58,6 +58,11 @@ _DETAILS_DDL = ", ".join(
         "duplicate: DOUBLE",
         "reorder: DOUBLE",
         "latency_ms: ARRAY<BIGINT>",
+        "offset: BIGINT",
+        "position: BIGINT",
+        "mask: INT",
+        "snapshot_offset: BIGINT",
+        "onto_offset: BIGINT",
         # invariant_violated, expectation_failed, invariants_checked, run_error, run_finished
         "invariant: STRING",
         "nodes: ARRAY<INT>",

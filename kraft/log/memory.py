@@ -185,6 +185,23 @@ class MemoryLog(LogBase):
         j = bisect.bisect_left(self._base_offsets, end_offset)
         return [read_batch(self._batches[k], verify_crc=False) for k in range(i, j)]
 
+    def held_batches(
+        self, start_offset: int, end_offset: int
+    ) -> list[tuple[int, int, RecordBatch | None]]:
+        """(base offset, last offset, batch) of every batch slot :meth:`batches_between`
+        would visit; the batch is None where the bytes held there are not the intact batch
+        the log expects (for the simulator's checks under storage faults)."""
+        i = bisect.bisect_left(self._last_offsets, start_offset)
+        j = bisect.bisect_left(self._base_offsets, end_offset)
+        return [
+            (
+                self._base_offsets[k],
+                self._last_offsets[k],
+                read_batch(self._batches[k]) if self._intact(k) else None,
+            )
+            for k in range(i, j)
+        ]
+
     def batches(self) -> list[RecordBatch]:
         """Every batch in the log, as views (for tests and the simulator's checks)."""
         return [read_batch(data) for data in self._batches]

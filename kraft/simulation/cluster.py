@@ -184,7 +184,7 @@ class Cluster(FaultInjection):
         self._heap: list[tuple[int, int, int, Any, Any]] = []
         self._seq = 0
         self._serde = SimSerde()
-        self.checker = InvariantChecker(self.nodes, self.voter_ids)
+        self.checker = InvariantChecker(self.nodes, self.voter_ids, self.clock, self.network)
         self._shutdowns: dict[int, Any] = {}
         self._workload_generation = 0
         self.workload_rate = 0.0
@@ -469,8 +469,8 @@ class Cluster(FaultInjection):
 
     def _on_commit(self, node: SimNode, batch: Batch[Any], value: int) -> None:
         self.checker.on_commit(node.node_id, batch, value)
-        views = node.log.batches_between(batch.base_offset, batch.base_offset + 1)
-        checksum = views[0].crc if views else -1
+        held = node.log.held_batches(batch.base_offset, batch.base_offset + 1)
+        checksum = held[0][2].crc if held and held[0][2] is not None else -1
         client = node.client
         self.events.emit(
             self.clock.now_ms(),
@@ -611,6 +611,7 @@ class Cluster(FaultInjection):
         self._workload_generation += 1
         generation = self._workload_generation
         self.workload_rate = rate_per_s
+        self.checker.workload(True)
 
         def tick() -> bool:
             if generation != self._workload_generation:
@@ -623,6 +624,7 @@ class Cluster(FaultInjection):
     def stop_workload(self) -> None:
         self._workload_generation += 1
         self.workload_rate = 0.0
+        self.checker.workload(False)
 
     # =========================================================================================
     # The end

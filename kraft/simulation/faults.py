@@ -1,6 +1,7 @@
 """The faults a scenario injects into a :class:`~kraft.simulation.cluster.Cluster`: cuts and
-settings of the network, crashes, restarts, wiped disks, pauses, resignations and graceful
-shutdowns (docs/simulation.md lists them).
+settings of the network, crashes, restarts, wiped disks, pauses, resignations, graceful
+shutdowns, and storage faults (bit flips in a log or a snapshot, a lost write, a misdirected
+write), as TigerBeetle's simulator injects them (docs/simulation.md lists them).
 
 Every call is a fault, registered as a :class:`FaultRecord` (its index counts the calls) and
 logged as ``fault_injected``; ``kraft sim shrink`` suppresses faults by index, and a suppressed
@@ -10,6 +11,7 @@ fault is logged as ``fault_suppressed`` and does nothing. The repairs (``heal``,
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
@@ -18,6 +20,8 @@ from kraft.common.clock import ManualClock
 from kraft.log.base import SnapshotRetention
 from kraft.log.memory import MemoryLog
 from kraft.log.quorum_state import MemoryQuorumStateStore
+from kraft.record.batch import RECORD_BATCH_OVERHEAD
+from kraft.record.offsets import OffsetAndEpoch
 from kraft.simulation.events import Event
 from kraft.simulation.invariants import InvariantChecker
 from kraft.simulation.network import SimNetwork
@@ -45,6 +49,7 @@ class _Cluster(Protocol):
     network: SimNetwork
     checker: InvariantChecker
     clock: ManualClock
+    rand: random.Random
     retention: SnapshotRetention
     faults: list[FaultRecord]
     _suppress: frozenset[int]
@@ -211,3 +216,98 @@ class FaultInjection:
             return
         self._shutdowns[node_id] = node.client.shutdown(timeout_ms)
         self._wake(node)
+
+    # -- storage faults (docs/simulation.md, "Storage faults") --------------------------------
+    def corrupt(
+        self: _Cluster,
+        node_id: int,
+        offset: int | None = None,
+        position: int | None = None,
+        mask: int | None = None,
+    ) -> int | None:
+        """Flip bits of one byte of a batch in ``node_id``'s log: bit rot that nothing notices
+        until the batch is read, or until the node restarts (recovery checks every batch).
+
+        ``offset``: an offset of the batch, ``position``: the byte in the batch, ``mask``: the
+        bits to flip; by default a random offset of the log, byte of that batch and single bit,
+        drawn with the cluster's random source. Returns the offset, or None when the log holds
+        no batch (the fault changes nothing)."""
+        log = self.node(node_id).log
+        start, end = log.log_start_offset, log.log_end_offset
+        if offset is not None and not start <= offset < end:
+            raise ValueError(f"node {node_id}'s log holds offsets [{start}, {end}), not {offset}")
+        if offset is None and start < end:
+            offset = self.rand.randrange(start, end)
+        if offset is not None and position is None:
+            held = log.held_batches(offset, offset + 1)[0][2]
+            size = RECORD_BATCH_OVERHEAD if held is None else held.size_in_bytes
+            position = self.rand.randrange(size)
+        if offset is not None and mask is None:
+            mask = 1 << self.rand.randrange(8)
+        if self._fault("corrupt", (node_id,), offset=offset, position=position, mask=mask) and (
+            offset is not None
+        ):
+            assert position is not None and mask is not None
+            log.corrupt_batch(offset, position, mask)
+            self.checker.storage_fault()
+        return offset
+
+    def corrupt_snapshot(
+        self: _Cluster,
+        node_id: int,
+        snapshot_id: OffsetAndEpoch | None = None,
+        position: int | None = None,
+        mask: int | None = None,
+    ) -> OffsetAndEpoch | None:
+        """Flip bits of one byte of a frozen snapshot of ``node_id`` (default: one of its
+        snapshots, a byte and a bit drawn with the cluster's random source). Found when the
+        snapshot is read: served, loaded, or checked by recovery at a restart. Returns the
+        snapshot's id, or None when the node has no snapshot (the fault changes nothing)."""
+        log = self.node(node_id).log
+        ids = log.snapshot_ids()
+        if snapshot_id is not None and snapshot_id not in ids:
+            raise ValueError(f"node {node_id} has no snapshot {snapshot_id} (it has {ids})")
+        if snapshot_id is None and ids:
+            snapshot_id = self.rand.choice(ids)
+        if snapshot_id is not None and position is None:
+            reader = log.read_snapshot(snapshot_id)
+            assert reader is not None
+            size = reader.size_in_bytes
+            reader.close()
+            position = self.rand.randrange(max(1, size))
+        if snapshot_id is not None and mask is None:
+            mask = 1 << self.rand.randrange(8)
+        if self._fault(
+            "corrupt_snapshot",
+            (node_id,),
+            snapshot_offset=None if snapshot_id is None else snapshot_id.offset,
+            snapshot_epoch=None if snapshot_id is None else snapshot_id.epoch,
+            position=position,
+            mask=mask,
+        ) and (snapshot_id is not None):
+            assert position is not None and mask is not None
+            log.corrupt_snapshot(snapshot_id, position, mask)
+            self.checker.storage_fault()
+        return snapshot_id
+
+    def lose_next_flush(self: _Cluster, node_id: int) -> None:
+        """``node_id``'s next flush reports success and makes nothing durable: a lost write,
+        which a crash before the following flush turns into lost data (its recovery sees the
+        log end below the end it had flushed, and marks the log for repair)."""
+        log = self.node(node_id).log
+        if self._fault("lose_next_flush", (node_id,)):
+            log.lose_next_flush()
+
+    def misdirect_next_append(self: _Cluster, node_id: int, onto_offset: int) -> None:
+        """``node_id``'s next appended batch is written over the batch holding
+        ``onto_offset`` (a misdirected write): that batch is lost and blank bytes stand where
+        the new one belonged. Reads and recovery find both."""
+        log = self.node(node_id).log
+        start, end = log.log_start_offset, log.log_end_offset
+        if not start <= onto_offset < end:
+            raise ValueError(
+                f"node {node_id}'s log holds offsets [{start}, {end}), not {onto_offset}"
+            )
+        if self._fault("misdirect_next_append", (node_id,), onto_offset=onto_offset):
+            log.misdirect_next_append(onto_offset)
+            self.checker.misdirect_armed(node_id)

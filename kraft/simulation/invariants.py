@@ -25,24 +25,46 @@ stays cheap. Names, as they appear in reports and in the event log:
 ``leader_never_loads_snapshot`` a writable leader's state machine is never handed a snapshot
 ``snapshot_value``          the counter value a snapshot holds is the value every node had
                             after the same committed offset (committed data, for snapshots)
+``committed_intact``        every committed batch is held intact (offsets, epoch, CRC, bytes)
+                            by at least one voter, in its log or under an intact snapshot; at
+                            the end, by a majority of the voters once no voter is under repair
+``listener_data``           every listener handed a batch at an offset is handed the same
+                            batch (offsets, epoch, records) the first listener was handed there
+``availability``            while the workload runs and a majority of the voters is healthy
+                            (running, not paused, not under repair) and connected (no cut,
+                            lossy or slow link between them), the quorum commits something new
+                            at least every ``AVAILABILITY_MS``
 
 Below a node's log start the log holds nothing: those batches are checked against the
 snapshot's value instead, and leader completeness and durability only ask for the committed
 batches at or past the log start.
+
+Storage faults (docs/simulation.md, "Storage faults"): a log that set data aside as corrupt or
+lost (``quarantine_from``, a lost write found at recovery) has a repair target, the end it had
+before. While it is set the node may hold fewer committed records than its high watermark said:
+its high watermark may fall, and it counts towards ``majority_high_watermark`` up to its target
+(it refuses to vote for a log behind it). A batch whose bytes are known corrupt (it would fail
+the log's checked read) is no copy for ``committed_intact`` and ``committed_data``, but counts as
+held for ``leader_completeness`` and ``durability``: the leader finds it when it reads it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from itertools import combinations
 from typing import Any
 
+from kraft.common.clock import ManualClock
+from kraft.errors import CorruptRecordError
 from kraft.log.api import ValidationKind
 from kraft.raft.listeners import Batch
 from kraft.record.offsets import OffsetAndEpoch
-from kraft.simulation.node import SimNode, top_leader
+from kraft.simulation.network import SimNetwork
+from kraft.simulation.node import SimNode, SimSerde, top_leader
+from kraft.snapshot.reader import SnapshotReader
 
-__all__ = ["INVARIANTS", "InvariantChecker", "Violation"]
+__all__ = ["AVAILABILITY_MS", "INVARIANTS", "InvariantChecker", "Violation"]
 
 INVARIANTS = (
     "single_leader",
@@ -58,7 +80,20 @@ INVARIANTS = (
     "snapshot_at_log_start",
     "leader_never_loads_snapshot",
     "snapshot_value",
+    "committed_intact",
+    "listener_data",
+    "availability",
 )
+
+#: How long a healthy, connected majority may go without committing anything new while the
+#: workload runs: a fetch timeout (2 s) to notice a lost leader, and elections, generously.
+AVAILABILITY_MS = 30_000
+#: A link whose latency may exceed this does not count as connecting two voters.
+CONNECTED_LATENCY_MS = 100
+
+Problems = list[tuple[str, tuple[int, ...], str]]
+
+_SERDE = SimSerde()
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +124,13 @@ class _Committed:
 class InvariantChecker:
     """Checks a cluster's nodes; ``check`` after every event, ``validate`` at the end."""
 
-    def __init__(self, nodes: Mapping[int, SimNode], voter_ids: Iterable[int]) -> None:
+    def __init__(
+        self,
+        nodes: Mapping[int, SimNode],
+        voter_ids: Iterable[int],
+        clock: ManualClock | None = None,
+        network: SimNetwork | None = None,
+    ) -> None:
         self.nodes = nodes
         self.voter_ids = tuple(voter_ids)
         self.majority = len(self.voter_ids) // 2 + 1
@@ -103,11 +144,31 @@ class InvariantChecker:
         self._was_leader = dict.fromkeys(nodes, -1)
         self._leader: SimNode | None = None
         self.checks = 0
-        self.pending: list[tuple[str, tuple[int, ...], str]] = []
+        self.pending: Problems = []
         #: The counter's value after each committed offset: end offset -> (value, node).
         self.values: dict[int, tuple[int, int]] = {}
         #: (log start, earliest snapshot) last checked per node.
         self._log_starts: dict[int, tuple[int, OffsetAndEpoch | None]] = {}
+        #: (log start, log end, batches set aside) last seen per node: a log that shrank
+        #: (truncated, set aside, cleaned, crashed, wiped) may have lost a committed copy.
+        self._shapes: dict[int, tuple[int, int, int]] = {}
+        #: Whether to look for committed batches without an intact copy at the next check.
+        self._rescan = False
+        #: Nodes whose next append is misdirected: their log end when it was armed.
+        self._armed: dict[int, int] = {}
+        #: What the first listener handed a batch got: base offset -> (last, epoch, records).
+        self.deliveries: dict[int, tuple[int, int, tuple[Any, ...]]] = {}
+        self._handed_otherwise: Problems = []
+        # Availability: since when (simulated ms) the workload runs and a healthy, connected
+        # majority exists (None while not), and when the highest high watermark last grew.
+        self._clock = clock
+        self._network = network
+        self._offering_since: int | None = None
+        self._healthy_since: int | None = None
+        self._progress_at = 0
+        self._top_hw = 0
+        #: The longest time a healthy, connected majority went without committing (measured).
+        self.longest_stall_ms = 0
 
     # -- lifecycle hooks --------------------------------------------------------------------
     def node_reset(self, node_id: int, wiped: bool) -> None:
@@ -121,6 +182,21 @@ class InvariantChecker:
         if wiped:
             self._writes_seen[node_id] = 0
             self._persisted_epoch[node_id] = 0
+
+    def storage_fault(self) -> None:
+        """A storage fault changed a disk: look for committed batches left without a copy."""
+        self._rescan = True
+
+    def misdirect_armed(self, node_id: int) -> None:
+        """``node_id``'s next append will overwrite an older batch: look again after it."""
+        self._armed[node_id] = self.nodes[node_id].log.log_end_offset
+
+    def workload(self, running: bool) -> None:
+        """The workload started (appends are offered) or stopped."""
+        if not running:
+            self._offering_since = None
+        elif self._offering_since is None and self._clock is not None:
+            self._offering_since = self._clock.now_ms()
 
     def report(self, invariant: str, nodes: tuple[int, ...], message: str) -> None:
         """Record a problem found outside :meth:`check` (a listener's, the counter's)."""
@@ -145,6 +221,21 @@ class InvariantChecker:
     def on_commit(self, node_id: int, batch: Batch[Any], value: int | None = None) -> None:
         if value is not None:
             self._note_value(node_id, batch.last_offset + 1, value, "counter")
+        handed = (batch.last_offset, batch.epoch, tuple(batch.records))
+        first = self.deliveries.setdefault(batch.base_offset, handed)
+        if first != handed:
+            self._handed_otherwise.append(
+                (
+                    "listener_data",
+                    (node_id,),
+                    (
+                        f"node {node_id}'s listener got batch {batch.base_offset}..{handed[0]} "
+                        f"epoch {handed[1]} with records {list(handed[2])[:3]}, but the first "
+                        f"listener handed it got {batch.base_offset}..{first[0]} epoch "
+                        f"{first[1]} with {list(first[2])[:3]}"
+                    ),
+                )
+            )
         known = self.committed.batches.get(batch.base_offset)
         if known is not None and (known[0], known[1]) != (batch.last_offset, batch.epoch):
             self.report(
@@ -158,7 +249,7 @@ class InvariantChecker:
             )
 
     # -- after every event --------------------------------------------------------------------
-    def check(self, only: SimNode | None = None) -> list[tuple[str, tuple[int, ...], str]]:
+    def check(self, only: SimNode | None = None) -> Problems:
         """Every problem since the last call, as (invariant, nodes, message).
 
         ``only``: the one node an event touched (a poll); the others are not looked at, except
@@ -181,11 +272,21 @@ class InvariantChecker:
                 self._leader = top_leader(self.nodes.values())
         if self._leader is not None:
             self._check_leader_hw(self._leader, problems)
+        if self._rescan:
+            self._rescan = False
+            self._check_intact(problems)
+        if only is None:
+            self._check_available(problems)
+        # After the log's checks: a listener handed other records usually means its log holds
+        # another batch, which committed_data names more precisely.
+        problems += self._handed_otherwise
+        self._handed_otherwise = []
         return problems
 
-    def _check_node(self, node: SimNode, problems: list[tuple[str, tuple[int, ...], str]]) -> None:
+    def _check_node(self, node: SimNode, problems: Problems) -> None:
         node_id = node.node_id
         self._check_persisted(node_id, node, problems)
+        set_aside = self._check_shape(node)
         client = node.client
         if client is None:
             return
@@ -208,7 +309,7 @@ class InvariantChecker:
                 self._check_completeness(node, problems)
         self._check_log_start(node, problems)
         hw = node.log.high_watermark
-        if hw < self._hw[node_id]:
+        if hw < self._hw[node_id] and not set_aside and node.log.repair_target is None:
             problems.append(
                 (
                     "monotonic_high_watermark",
@@ -220,9 +321,28 @@ class InvariantChecker:
         if hw > self._verified[node_id]:
             self._verify(node, hw, problems)
 
-    def _check_log_start(
-        self, node: SimNode, problems: list[tuple[str, tuple[int, ...], str]]
-    ) -> None:
+    def _check_shape(self, node: SimNode) -> bool:
+        """Notice a log that shrank or was overwritten (then look for committed batches left
+        without an intact copy); whether it set data aside since the last look."""
+        log = node.log
+        node_id = node.node_id
+        shape = (log.log_start_offset, log.log_end_offset, len(log.set_aside))
+        seen = self._shapes.get(node_id)
+        if seen == shape:
+            return False
+        self._shapes[node_id] = shape
+        # Re-verify what the log holds again (fetched back, or other batches) past its end.
+        self._verified[node_id] = min(self._verified[node_id], shape[1])
+        if seen is None:
+            return False
+        if shape[1] < seen[1] or shape[0] > seen[0]:
+            self._rescan = True
+        if node_id in self._armed and shape[1] > seen[1]:
+            del self._armed[node_id]
+            self._rescan = True
+        return shape[2] > seen[2]
+
+    def _check_log_start(self, node: SimNode, problems: Problems) -> None:
         log = node.log
         start, earliest = log.log_start_offset, log.earliest_snapshot_id
         if self._log_starts.get(node.node_id) == (start, earliest):
@@ -263,9 +383,7 @@ class InvariantChecker:
                 )
             )
 
-    def _check_persisted(
-        self, node_id: int, node: SimNode, problems: list[tuple[str, tuple[int, ...], str]]
-    ) -> None:
+    def _check_persisted(self, node_id: int, node: SimNode, problems: Problems) -> None:
         writes = node.store.writes
         seen = self._writes_seen[node_id]
         if seen == len(writes):
@@ -291,7 +409,7 @@ class InvariantChecker:
         self,
         epoch: int,
         leader_id: int,
-        problems: list[tuple[str, tuple[int, ...], str]],
+        problems: Problems,
         persisted_by: int | None = None,
     ) -> None:
         known = self.leader_of_epoch.setdefault(epoch, leader_id)
@@ -305,17 +423,17 @@ class InvariantChecker:
                 )
             )
 
-    def _verify(
-        self, node: SimNode, hw: int, problems: list[tuple[str, tuple[int, ...], str]]
-    ) -> None:
+    def _verify(self, node: SimNode, hw: int, problems: Problems) -> None:
         committed = self.committed
         batches = committed.batches
         start = max(self._verified[node.node_id], node.log.log_start_offset)
         verified = start
-        for batch in node.log.batches_between(start, hw):
-            base, last = batch.base_offset, batch.last_offset
+        for base, last, batch in node.log.held_batches(start, hw):
             if last >= hw:
                 break
+            verified = last + 1
+            if batch is None:
+                continue  # known corrupt: the node cannot read it, let alone serve it
             identity = (last, batch.epoch, batch.crc)
             known = batches.get(base)
             if known is None:
@@ -332,13 +450,10 @@ class InvariantChecker:
                         ),
                     )
                 )
-            verified = last + 1
         self._verified[node.node_id] = verified
         committed.frontier = max(committed.frontier, hw)
 
-    def _check_completeness(
-        self, leader: SimNode, problems: list[tuple[str, tuple[int, ...], str]]
-    ) -> None:
+    def _check_completeness(self, leader: SimNode, problems: Problems) -> None:
         missing = self._missing_from(leader)
         if missing:
             problems.append(
@@ -353,31 +468,152 @@ class InvariantChecker:
             )
 
     def _missing_from(self, node: SimNode) -> list[int]:
-        """Base offsets of committed batches that ``node``'s log lacks or holds differently."""
+        """Base offsets of committed batches that ``node``'s log lacks or holds differently
+        (a batch it holds known corrupt is not missing: the node finds it when it reads it)."""
         batches = self.committed.batches
         if not batches:
             return []
         start = node.log.log_start_offset  # below it, the snapshot stands for the batches
-        have = {
-            batch.base_offset: (batch.last_offset, batch.epoch, batch.crc)
-            for batch in node.log.batches_between(start, self.committed.frontier)
-        }
+        have: dict[int, tuple[int, int, int]] = {}
+        damaged: set[int] = set()
+        for base, last, batch in node.log.held_batches(start, self.committed.frontier):
+            if batch is None:
+                damaged.add(base)
+            else:
+                have[base] = (last, batch.epoch, batch.crc)
         return sorted(
             base
             for base, identity in batches.items()
-            if base >= start and have.get(base) != identity
+            if base >= start and base not in damaged and have.get(base) != identity
         )
 
-    def _check_leader_hw(
-        self, leader: SimNode, problems: list[tuple[str, tuple[int, ...], str]]
-    ) -> None:
+    def _intact_snapshot_end(self, node: SimNode) -> int:
+        """The end offset of ``node``'s latest intact snapshot (0 without one)."""
+        log = node.log
+        for snapshot_id in reversed(log.snapshot_ids()):
+            raw = log.read_snapshot(snapshot_id)
+            if raw is None:
+                continue
+            try:
+                # What a listener loading it checks: every batch, offsets, epoch, header, footer.
+                SnapshotReader(raw, _SERDE, owns_raw=True).close()
+            except CorruptRecordError:
+                continue
+            return snapshot_id.offset
+        return 0
+
+    def _copies(self, past_every_snapshot: bool) -> dict[int, int]:
+        """Per committed batch: how many voters hold it intact (offsets, epoch, CRC, and bytes
+        that pass the log's checks), in their log or under an intact snapshot. With
+        ``past_every_snapshot``, only the batches past every voter's intact snapshots (the
+        others have a copy there)."""
+        voters = [self.nodes[v] for v in self.voter_ids]
+        covers = [self._intact_snapshot_end(node) for node in voters]
+        floor = max(covers) if past_every_snapshot else 0
+        batches = self.committed.batches
+        counts = {base: 0 for base, identity in batches.items() if identity[0] >= floor}
+        for node, covered in zip(voters, covers, strict=True):
+            log = node.log
+            held = {
+                base: (last, batch.epoch, batch.crc)
+                for base, last, batch in log.held_batches(floor, log.log_end_offset)
+                if batch is not None
+            }
+            for base in counts:
+                identity = batches[base]
+                if identity[0] < covered or held.get(base) == identity:
+                    counts[base] += 1
+        return counts
+
+    def _check_intact(self, problems: Problems) -> None:
+        lost = sorted(base for base, count in self._copies(True).items() if count == 0)
+        if lost:
+            problems.append(
+                (
+                    "committed_intact",
+                    (),
+                    (
+                        f"committed batches {lost[:5]}{'...' if len(lost) > 5 else ''} are "
+                        "held intact by no voter, in its log or under an intact snapshot"
+                    ),
+                )
+            )
+
+    def _check_available(self, problems: Problems) -> None:
+        """While the workload runs and a majority of the voters is healthy and connected, the
+        highest high watermark grows at least every ``AVAILABILITY_MS``."""
+        clock = self._clock
+        if clock is None or self._network is None:
+            return
+        now = clock.now_ms()
+        top = max(
+            (n.log.high_watermark for n in self.nodes.values() if n.client is not None), default=0
+        )
+        if top > self._top_hw:
+            self._top_hw = top
+            self._progress_at = now
+        if self._offering_since is None or not self._healthy_majority():
+            self._healthy_since = None
+            return
+        if self._healthy_since is None:
+            self._healthy_since = now
+        stall = now - max(self._healthy_since, self._progress_at, self._offering_since)
+        self.longest_stall_ms = max(self.longest_stall_ms, stall)
+        if stall > AVAILABILITY_MS:
+            problems.append(
+                (
+                    "availability",
+                    (),
+                    (
+                        f"for {stall} ms a healthy, connected majority of the voters committed "
+                        f"nothing past offset {self._top_hw} while the workload ran"
+                    ),
+                )
+            )
+            self._progress_at = now
+
+    def _healthy_majority(self) -> bool:
+        """Whether a majority of the voters is running, unpaused, not under repair, and
+        connected to each other by clean links."""
+        healthy = [
+            v
+            for v in self.voter_ids
+            if (node := self.nodes[v]).client is not None
+            and not node.paused
+            and node.log.repair_target is None
+        ]
+        if len(healthy) < self.majority:
+            return False
+        return any(
+            all(self._connected(a, b) for a, b in combinations(group, 2))
+            for group in combinations(healthy, self.majority)
+        )
+
+    def _connected(self, a: int, b: int) -> bool:
+        network = self._network
+        assert network is not None
+        for source, destination in ((a, b), (b, a)):
+            link = network.link(source, destination)
+            if (
+                network.is_blocked(source, destination)
+                or link.drop
+                or link.duplicate
+                or link.reorder
+                or link.latency_ms[1] > CONNECTED_LATENCY_MS
+            ):
+                return False
+        return True
+
+    def _check_leader_hw(self, leader: SimNode, problems: Problems) -> None:
         epoch = leader.epoch
         hw = leader.log.high_watermark
         top_epoch, top_hw = self._top_leader
         if epoch > top_epoch:
             self._top_leader = (epoch, hw)
         elif epoch == top_epoch:
-            if hw < top_hw:
+            # A leader that set committed data aside (under repair) must resign; until then
+            # its high watermark falls with its log.
+            if hw < top_hw and leader.log.repair_target is None:
                 problems.append(
                     (
                         "monotonic_high_watermark",
@@ -389,7 +625,7 @@ class InvariantChecker:
                     )
                 )
             self._top_leader = (epoch, hw)
-        holders = sum(1 for voter in self.voter_ids if self.nodes[voter].log.log_end_offset >= hw)
+        holders = sum(1 for voter in self.voter_ids if _reaches(self.nodes[voter], hw))
         if holders < self.majority:
             ends = {v: self.nodes[v].log.log_end_offset for v in self.voter_ids}
             problems.append(
@@ -404,9 +640,25 @@ class InvariantChecker:
             )
 
     # -- at the end -----------------------------------------------------------------------------
-    def validate(self, leader: SimNode | None) -> list[tuple[str, tuple[int, ...], str]]:
-        """End-of-run checks: the last leader holds every committed batch."""
+    def validate(self, leader: SimNode | None) -> Problems:
+        """End-of-run checks: the last leader holds every committed batch; once no voter is
+        under repair, a majority of the voters holds each intact."""
         problems = self.check()
+        repairing = [v for v in self.voter_ids if self.nodes[v].log.repair_target is not None]
+        if not repairing:
+            few = sorted(base for base, n in self._copies(False).items() if n < self.majority)
+            if few:
+                problems.append(
+                    (
+                        "committed_intact",
+                        (),
+                        (
+                            f"committed batches {few[:5]}{'...' if len(few) > 5 else ''} are "
+                            f"held intact by fewer than {self.majority} voters at the end, "
+                            "with no voter under repair"
+                        ),
+                    )
+                )
         if leader is not None:
             missing = self._missing_from(leader)
             if missing:
@@ -421,3 +673,10 @@ class InvariantChecker:
                     )
                 )
         return problems
+
+
+def _reaches(node: SimNode, offset: int) -> bool:
+    """Whether ``node``'s log reaches ``offset``, or did before it set data aside (then it
+    votes for no log behind its repair target)."""
+    target = node.log.repair_target
+    return node.log.log_end_offset >= offset or (target is not None and target.offset >= offset)

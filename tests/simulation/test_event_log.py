@@ -55,6 +55,10 @@ FAULT_DETAILS = {
     "resume": set(),
     "resign": set(),
     "shutdown": set(),
+    "corrupt": {"offset", "position", "mask"},
+    "corrupt_snapshot": {"snapshot_offset", "snapshot_epoch", "position", "mask"},
+    "lose_next_flush": set(),
+    "misdirect_next_append": {"onto_offset"},
 }
 DROP_REASONS = {
     "lost",

@@ -38,6 +38,11 @@ CI_SEEDS = {
     "snapshot_catch_up": 15,
     "snapshot_download_interrupted": 15,
     "wiped_node_from_snapshot": 15,
+    # The storage faults: 50 seeds each in test_storage_faults.py's sweep.
+    "bitrot": 0,
+    "lost_writes": 0,
+    "misdirected_writes": 0,
+    "corrupt_snapshots": 0,
 }
 CI_BLOCK = 10
 #: Seeds per scenario in ``make test-slow`` (from ``SLOW_FIRST_SEED``), per test.
@@ -111,7 +116,9 @@ def test_scenario_many_seeds(name: str, start: int, stop: int) -> None:
     _check_block(name, start, stop)
 
 
-@pytest.mark.parametrize(("name", "seed"), [("chaos", 3), ("lossy_network", 5)])
+@pytest.mark.parametrize(
+    ("name", "seed"), [("chaos", 3), ("lossy_network", 5), ("bitrot", 4), ("corrupt_snapshots", 2)]
+)
 def test_a_seed_replays_byte_for_byte(name: str, seed: int, tmp_path: Path) -> None:
     first = run_scenario(name, seed, tmp_path / "first", scenario_dir=SIMULATIONS)
     second = run_scenario(name, seed, tmp_path / "second", scenario_dir=SIMULATIONS)
