@@ -151,7 +151,7 @@ class MemoryLog(LogBase):
             data = self._batches[i]
             if out and size + len(data) > max_bytes:
                 break
-            if not self._intact(i):
+            if self._intact(i) is None:
                 if out:
                     break
                 raise CorruptRecordError(
@@ -164,19 +164,21 @@ class MemoryLog(LogBase):
             i += 1
         return LogFetchInfo(b"".join(out), first_offset)
 
-    def _intact(self, i: int) -> bool:
-        """Whether batch ``i`` is whole, passes its CRC and holds the offsets and the epoch it
-        should (neither the base offset nor the epoch is under the CRC)."""
+    def _intact(self, i: int) -> RecordBatch | None:
+        """Batch ``i`` if it is whole, passes its CRC and holds the offsets and the epoch it
+        should (neither the base offset nor the epoch is under the CRC); else None."""
         try:
             batch = read_batch(self._batches[i])
         except CorruptRecordError:
-            return False
+            return None
         base = self._base_offsets[i]
-        return (
+        if (
             batch.base_offset == base
             and batch.last_offset == self._last_offsets[i]
             and batch.partition_leader_epoch == self._epochs.epoch_at(base, self._start_epoch())
-        )
+        ):
+            return batch
+        return None
 
     def batches_between(self, start_offset: int, end_offset: int) -> list[RecordBatch]:
         """Views of every batch that ends at or after ``start_offset`` and begins before
@@ -197,7 +199,7 @@ class MemoryLog(LogBase):
             (
                 self._base_offsets[k],
                 self._last_offsets[k],
-                read_batch(self._batches[k]) if self._intact(k) else None,
+                self._intact(k),
             )
             for k in range(i, j)
         ]
@@ -262,7 +264,7 @@ class MemoryLog(LogBase):
             except CorruptRecordError as exc:
                 self.quarantine_snapshot(snapshot_id, f"corrupt at recovery: {exc}")
         mark = self._flushed_mark
-        bad = next((i for i in range(len(self._batches)) if not self._intact(i)), None)
+        bad = next((i for i in range(len(self._batches)) if self._intact(i) is None), None)
         if bad is not None:
             self.quarantine_from(self._base_offsets[bad], "corrupt batch found at recovery")
         if self._end_offset < mark.offset:
