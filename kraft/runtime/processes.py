@@ -30,11 +30,20 @@ from typing import Any
 
 from kraft.log.meta_properties import format_storage, random_uuid
 
-__all__ = ["LocalQuorum", "NodeProcess", "free_ports"]
+__all__ = ["LOOPBACK_TIMERS", "LocalQuorum", "NodeProcess", "free_ports"]
 
 logger = logging.getLogger(__name__)
 
 Event = dict[str, Any]
+
+#: ``[quorum]`` timers for a quorum on loopback: elections and failover in well under a second
+#: (Kafka's defaults are for real networks). The tests and benchmarks on real processes use them.
+LOOPBACK_TIMERS: Mapping[str, int] = {
+    "election_timeout_ms": 500,
+    "fetch_timeout_ms": 1000,
+    "append_linger_ms": 0,
+    "request_timeout_ms": 1000,
+}
 
 
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:

@@ -37,19 +37,12 @@ from kraft.protocol.frame import (
 from kraft.protocol.messages import FetchRequest
 from kraft.runtime.connection import READ_CHUNK_SIZE
 from kraft.runtime.limits import DEFAULT_QUEUED_MAX_REQUEST_BYTES
-from kraft.runtime.processes import LocalQuorum
+from kraft.runtime.processes import LOOPBACK_TIMERS, LocalQuorum
 
 pytestmark = pytest.mark.slow
 
 TIMEOUT_S = 60.0
 MIB = 1024 * 1024
-#: Quick timers, and a request timeout (1 s) that bounds a slowloris connection.
-FAST = {
-    "election_timeout_ms": 500,
-    "fetch_timeout_ms": 1000,
-    "append_linger_ms": 0,
-    "request_timeout_ms": 1000,
-}
 NOFILE = 256
 IDLE_MS = 15_000
 
@@ -161,7 +154,7 @@ def append_and_commit(quorum: LocalQuorum, prefix: str, count: int, timeout_s: f
 def test_descriptors_run_out_for_peers_not_for_the_log(
     tmp_path: Path, sockets: list[socket.socket]
 ) -> None:
-    quorum = LocalQuorum(tmp_path / "quorum", 3, quorum=FAST, command=limited_command)
+    quorum = LocalQuorum(tmp_path / "quorum", 3, quorum=LOOPBACK_TIMERS, command=limited_command)
     set_top_level(quorum, segment_bytes=1024, connections_max_idle_ms=IDLE_MS)
     stop = threading.Event()
     dripping: threading.Thread | None = None
@@ -204,7 +197,7 @@ def test_descriptors_run_out_for_peers_not_for_the_log(
 def test_partial_requests_cannot_grow_the_node(
     tmp_path: Path, sockets: list[socket.socket]
 ) -> None:
-    quorum = LocalQuorum(tmp_path / "quorum", 3, quorum=FAST)
+    quorum = LocalQuorum(tmp_path / "quorum", 3, quorum=LOOPBACK_TIMERS)
     try:
         quorum.start(TIMEOUT_S)
         leader = quorum.leader(TIMEOUT_S)

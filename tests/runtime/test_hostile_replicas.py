@@ -22,17 +22,11 @@ from hostile_replica import begin, send_as, vote
 from kraft.config import parse_bootstrap_servers
 from kraft.protocol.errors import Errors
 from kraft.protocol.messages import DescribeQuorumRequest, DescribeQuorumResponse, Request
-from kraft.runtime.processes import LocalQuorum
+from kraft.runtime.processes import LOOPBACK_TIMERS, LocalQuorum
 
 pytestmark = pytest.mark.slow
 
 TIMEOUT_S = 60.0
-FAST = {
-    "election_timeout_ms": 500,
-    "fetch_timeout_ms": 1000,
-    "append_linger_ms": 0,
-    "request_timeout_ms": 1000,
-}
 STRANGER = 99
 
 
@@ -61,7 +55,7 @@ def ca() -> trustme.CA:
 @pytest.fixture
 def mtls_quorum(tmp_path: Path, ca: trustme.CA) -> Iterator[LocalQuorum]:
     """Three voters; node N presents CN kraft-node-N and binds its peers' ids by CN."""
-    local = LocalQuorum(tmp_path / "quorum", 3, quorum=FAST)
+    local = LocalQuorum(tmp_path / "quorum", 3, quorum=LOOPBACK_TIMERS)
     cafile = tmp_path / "ca.pem"
     ca.cert_pem.write_to_path(str(cafile))
     for node_id, node in local.nodes.items():
@@ -80,7 +74,9 @@ def mtls_quorum(tmp_path: Path, ca: trustme.CA) -> Iterator[LocalQuorum]:
 
 @pytest.fixture
 def plaintext_quorum(tmp_path: Path) -> Iterator[LocalQuorum]:
-    local = LocalQuorum(tmp_path / "quorum", 3, quorum={**FAST, "reject_unknown_replicas": True})
+    local = LocalQuorum(
+        tmp_path / "quorum", 3, quorum={**LOOPBACK_TIMERS, "reject_unknown_replicas": True}
+    )
     try:
         local.start(TIMEOUT_S)
         yield local

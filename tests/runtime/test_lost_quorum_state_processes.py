@@ -14,7 +14,6 @@ import hashlib
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,22 +24,6 @@ from kraft.runtime.processes import LocalQuorum
 pytestmark = pytest.mark.slow
 
 TIMEOUT_S = 60.0
-FAST = {
-    "election_timeout_ms": 500,
-    "fetch_timeout_ms": 1000,
-    "append_linger_ms": 0,
-    "request_timeout_ms": 1000,
-}
-
-
-@pytest.fixture
-def quorum(tmp_path: Path) -> Iterator[LocalQuorum]:
-    local = LocalQuorum(tmp_path / "quorum", 3, quorum=FAST)
-    try:
-        local.start(TIMEOUT_S)
-        yield local
-    finally:
-        local.close(kill=True)
 
 
 def kraft(*args: str) -> subprocess.CompletedProcess[str]:

@@ -22,20 +22,14 @@ from typing import Any
 import pytest
 
 from kraft.log.meta_properties import CLUSTER_METADATA_DIR, format_storage
-from kraft.runtime.processes import LocalQuorum
+from kraft.runtime.processes import LOOPBACK_TIMERS, LocalQuorum
 from kraft.snapshot.files import SNAPSHOT_SUFFIX
 
 pytestmark = pytest.mark.slow
 
 TIMEOUT_S = 60.0
 NODE = Path(__file__).with_name("snapshotting_node.py")
-QUORUM = {
-    "election_timeout_ms": 500,
-    "fetch_timeout_ms": 1000,
-    "append_linger_ms": 0,
-    "request_timeout_ms": 1000,
-    "log_clean_interval_ms": 100,
-}
+QUORUM = {**LOOPBACK_TIMERS, "log_clean_interval_ms": 100}
 #: How many records the test appends at most before every log has started past 0.
 MAX_RECORDS = 300
 

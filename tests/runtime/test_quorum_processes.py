@@ -13,8 +13,6 @@ import socket
 import struct
 import subprocess
 import sys
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -27,23 +25,6 @@ from kraft.record import iter_batches
 from kraft.runtime.processes import LocalQuorum
 
 TIMEOUT_S = 60.0
-#: Quick timers: elections and failover in well under a second on loopback.
-FAST = {
-    "election_timeout_ms": 500,
-    "fetch_timeout_ms": 1000,
-    "append_linger_ms": 0,
-    "request_timeout_ms": 1000,
-}
-
-
-@pytest.fixture
-def quorum(tmp_path: Path) -> Iterator[LocalQuorum]:
-    local = LocalQuorum(tmp_path / "quorum", 3, quorum=FAST)
-    try:
-        local.start(TIMEOUT_S)
-        yield local
-    finally:
-        local.close(kill=True)  # graceful stops are tested on their own
 
 
 def _records(local: LocalQuorum, node_id: int) -> list[str]:

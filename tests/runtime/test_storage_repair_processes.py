@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -29,25 +29,9 @@ from kraft.snapshot import snapshot_path
 pytestmark = pytest.mark.slow
 
 TIMEOUT_S = 60.0
-FAST = {
-    "election_timeout_ms": 500,
-    "fetch_timeout_ms": 1000,
-    "append_linger_ms": 0,
-    "request_timeout_ms": 1000,
-}
 #: How many ERROR lines a node may write about it: a few, not one per Fetch (the hole wrote
 #: 2,946 in 84 s).
 MAX_ERROR_LINES = 20
-
-
-@pytest.fixture
-def quorum(tmp_path: Path) -> Iterator[LocalQuorum]:
-    local = LocalQuorum(tmp_path / "quorum", 3, quorum=FAST)
-    try:
-        local.start(TIMEOUT_S)
-        yield local
-    finally:
-        local.close(kill=True)
 
 
 def records_of(local: LocalQuorum, node_id: int) -> list[str]:

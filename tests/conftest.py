@@ -1,13 +1,19 @@
-"""The one local SparkSession of the analysis tests (small shuffles, no UI)."""
+"""Fixtures shared across the test folders: the one local SparkSession of the analysis tests
+(small shuffles, no UI), and a quorum of real node processes for the runtime tests."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kraft.analysis import spark_session
+from kraft.runtime.processes import LOOPBACK_TIMERS, LocalQuorum
+
+#: How long a quorum of real processes may take to start (a loaded 2-core CI machine).
+START_TIMEOUT_S = 60.0
 
 
 @pytest.fixture(scope="session")
@@ -27,3 +33,15 @@ def spark() -> Iterator[Any]:
     )
     yield session
     session.stop()
+
+
+@pytest.fixture
+def quorum(tmp_path: Path) -> Iterator[LocalQuorum]:
+    """Three ``kraft node`` processes on loopback with the loopback timers, started; killed
+    at the end (graceful stops are tested on their own)."""
+    local = LocalQuorum(tmp_path / "quorum", 3, quorum=LOOPBACK_TIMERS)
+    try:
+        local.start(START_TIMEOUT_S)
+        yield local
+    finally:
+        local.close(kill=True)
