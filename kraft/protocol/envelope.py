@@ -69,17 +69,27 @@ class InboundRequest(msgspec.Struct, frozen=True):
     peer_id: int | None = None
 
     @classmethod
-    def from_frame(cls, frame: RequestFrame, received_ms: int) -> InboundRequest:
-        """The envelope of a decoded request frame."""
+    def from_frame(
+        cls,
+        frame: RequestFrame,
+        received_ms: int,
+        *,
+        correlation_id: int | None = None,
+        peer_id: int | None = None,
+    ) -> InboundRequest:
+        """The envelope of a decoded request frame: under the frame's correlation id, or
+        under ``correlation_id`` (a transport numbers the requests of all its connections in
+        one space), from the authenticated ``peer_id`` if the transport knows it."""
         header = frame.header
         return cls(
-            correlation_id=header.correlation_id,
+            correlation_id=header.correlation_id if correlation_id is None else correlation_id,
             source=header.source_replica_id,
             source_directory_id=header.source_directory_id,
             cluster_id=header.cluster_id,
             body=frame.body,
             received_ms=received_ms,
             api_version=header.api_version,
+            peer_id=peer_id,
         )
 
     @property

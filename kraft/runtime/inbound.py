@@ -310,15 +310,8 @@ class InboundServer:
                             pending.add(channel_id)
                         unanswered[channel_id] = (connection, header.correlation_id)
                         queue.add(
-                            InboundRequest(
-                                correlation_id=channel_id,
-                                source=header.source_replica_id,
-                                source_directory_id=header.source_directory_id,
-                                cluster_id=header.cluster_id,
-                                body=frame.body,
-                                received_ms=received_ms,
-                                api_version=header.api_version,
-                                peer_id=peer_id,
+                            InboundRequest.from_frame(
+                                frame, received_ms, correlation_id=channel_id, peer_id=peer_id
                             )
                         )
                     buffered = decoder.buffered_bytes
