@@ -23,6 +23,12 @@ from types import MappingProxyType
 from kraft.common.uuids import ONE_UUID
 
 __all__ = [
+    "ADD_RAFT_VOTER_VERSION",
+    "API_VERSIONS_VERSION",
+    "KRAFT_VERSION_FEATURE",
+    "REMOVE_RAFT_VOTER_VERSION",
+    "SUPPORTED_KRAFT_VERSIONS",
+    "UPDATE_RAFT_VOTER_VERSION",
     "MAX_VERSIONS",
     "METADATA_PARTITION_INDEX",
     "METADATA_TOPIC_ID",
@@ -41,8 +47,6 @@ class ApiKey(enum.IntEnum):
     """Kafka's API keys (``ApiKeys.java``) for the RPCs a KRaft quorum speaks.
 
     The value is also the msgspec tag of the message on kraft's wire (docs/protocol-wire.md).
-    Only the first six have kraft messages so far; the others are reserved with their real
-    numbers so that nobody re-uses them.
     """
 
     FETCH = 1
@@ -70,6 +74,19 @@ FETCH_SNAPSHOT_VERSION = 1
 #: DescribeQuorum: v1 adds fetch timestamps (KIP-836); v2 directory ids and nodes (KIP-853).
 DESCRIBE_QUORUM_VERSION = 2
 
+#: ApiVersions: v4 is the version Kafka 4.0 clients send (KIP-511 fields).
+API_VERSIONS_VERSION = 4
+#: AddRaftVoter: v1 adds ``AckWhenCommitted`` (KIP-1186).
+ADD_RAFT_VOTER_VERSION = 1
+#: RemoveRaftVoter and UpdateRaftVoter: v0 (KIP-853).
+REMOVE_RAFT_VOTER_VERSION = 0
+UPDATE_RAFT_VOTER_VERSION = 0
+
+#: The ``kraft.version`` feature levels this kraft supports: 0 (static voters from the
+#: configuration) and 1 (voters in the log, KIP-853).
+KRAFT_VERSION_FEATURE = "kraft.version"
+SUPPORTED_KRAFT_VERSIONS = (0, 1)
+
 #: The highest version kraft speaks of each API that has kraft messages.
 MAX_VERSIONS: Mapping[ApiKey, int] = MappingProxyType(
     {
@@ -79,6 +96,10 @@ MAX_VERSIONS: Mapping[ApiKey, int] = MappingProxyType(
         ApiKey.END_QUORUM_EPOCH: END_QUORUM_EPOCH_VERSION,
         ApiKey.DESCRIBE_QUORUM: DESCRIBE_QUORUM_VERSION,
         ApiKey.FETCH_SNAPSHOT: FETCH_SNAPSHOT_VERSION,
+        ApiKey.API_VERSIONS: API_VERSIONS_VERSION,
+        ApiKey.ADD_RAFT_VOTER: ADD_RAFT_VOTER_VERSION,
+        ApiKey.REMOVE_RAFT_VOTER: REMOVE_RAFT_VOTER_VERSION,
+        ApiKey.UPDATE_RAFT_VOTER: UPDATE_RAFT_VOTER_VERSION,
     }
 )
 

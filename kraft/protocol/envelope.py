@@ -21,12 +21,20 @@ __all__ = ["InboundRequest", "InboundResponse", "OutboundRequest", "OutboundResp
 
 
 class OutboundRequest(msgspec.Struct, frozen=True):
-    """A request the core sends to replica ``destination``, created at ``created_ms``."""
+    """A request the core sends to replica ``destination``, created at ``created_ms``.
+
+    ``destination_address`` is where the core believes ``destination`` listens (host, port):
+    from the voter set, the leader's endpoints or an AddRaftVoter request (KIP-853). ``None``:
+    the core knows no address, and the channel uses the one it was configured with. The
+    runtime's channel connects there (moving an existing connection when it changed); the
+    simulator routes by id and ignores it.
+    """
 
     correlation_id: int
     destination: int
     body: Request
     created_ms: int
+    destination_address: tuple[str, int] | None = None
 
     def to_frame(
         self,

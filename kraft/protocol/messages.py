@@ -41,6 +41,8 @@ import msgspec
 from kraft.common.limits import INT32_MAX, INT64_MAX
 from kraft.common.uuids import ZERO_UUID
 from kraft.protocol.api import (
+    ADD_RAFT_VOTER_VERSION,
+    API_VERSIONS_VERSION,
     BEGIN_QUORUM_EPOCH_VERSION,
     DESCRIBE_QUORUM_VERSION,
     END_QUORUM_EPOCH_VERSION,
@@ -49,11 +51,23 @@ from kraft.protocol.api import (
     METADATA_PARTITION_INDEX,
     METADATA_TOPIC_ID,
     METADATA_TOPIC_NAME,
+    REMOVE_RAFT_VOTER_VERSION,
+    UPDATE_RAFT_VOTER_VERSION,
     VOTE_VERSION,
     ApiKey,
 )
 
 __all__ = [
+    "AddRaftVoterRequest",
+    "AddRaftVoterResponse",
+    "ApiVersion",
+    "ApiVersionsRequest",
+    "ApiVersionsResponse",
+    "RemoveRaftVoterRequest",
+    "RemoveRaftVoterResponse",
+    "SupportedFeature",
+    "UpdateRaftVoterRequest",
+    "UpdateRaftVoterResponse",
     "REQUEST_TYPES",
     "RESPONSE_TYPES",
     "RESPONSE_TYPE_FOR",
@@ -190,6 +204,22 @@ class DescribeQuorumNode(_Wire, frozen=True):
     listeners: tuple[Endpoint, ...] = ()
 
 
+class ApiVersion(_Wire, frozen=True):
+    """ApiVersions' ``ApiKeys``: one API the node speaks and the versions of it."""
+
+    api_key: int
+    min_version: int = 0
+    max_version: int = 0
+
+
+class SupportedFeature(_Wire, frozen=True):
+    """ApiVersions' ``SupportedFeatures``: a feature (``kraft.version``) and its range."""
+
+    name: str
+    min_version: int = 0
+    max_version: int = 0
+
+
 # ---------------------------------------------------------------------------------------------
 # Requests
 
@@ -300,6 +330,61 @@ class DescribeQuorumRequest(_Message, frozen=True, tag=ApiKey.DESCRIBE_QUORUM.va
 
     topic_name: str = METADATA_TOPIC_NAME
     partition_index: int = METADATA_PARTITION_INDEX
+
+
+class ApiVersionsRequest(_Message, frozen=True, tag=ApiKey.API_VERSIONS.value):
+    """ApiVersions (API key 18, v4): what the receiver speaks. A leader asks a replica it is
+    about to add as a voter, for the ``kraft.version`` range it supports (KIP-853)."""
+
+    API_KEY: ClassVar[ApiKey] = ApiKey.API_VERSIONS
+    MAX_VERSION: ClassVar[int] = API_VERSIONS_VERSION
+
+    client_software_name: str = "kraft"
+    client_software_version: str = ""
+
+
+class AddRaftVoterRequest(_Message, frozen=True, tag=ApiKey.ADD_RAFT_VOTER.value):
+    """AddRaftVoter (API key 80, v1): an admin asks the leader to make the observer
+    ``(voter_id, voter_directory_id)``, reachable at ``listeners``, a voter (KIP-853).
+    ``ack_when_committed`` false: answer once the VotersRecord is appended (KIP-1186)."""
+
+    API_KEY: ClassVar[ApiKey] = ApiKey.ADD_RAFT_VOTER
+    MAX_VERSION: ClassVar[int] = ADD_RAFT_VOTER_VERSION
+
+    voter_id: int
+    voter_directory_id: uuid.UUID
+    listeners: tuple[Endpoint, ...] = ()
+    timeout_ms: int = 30_000
+    cluster_id: str | None = None
+    ack_when_committed: bool = True
+
+
+class RemoveRaftVoterRequest(_Message, frozen=True, tag=ApiKey.REMOVE_RAFT_VOTER.value):
+    """RemoveRaftVoter (API key 81, v0): an admin asks the leader to remove the voter
+    ``(voter_id, voter_directory_id)`` (KIP-853)."""
+
+    API_KEY: ClassVar[ApiKey] = ApiKey.REMOVE_RAFT_VOTER
+    MAX_VERSION: ClassVar[int] = REMOVE_RAFT_VOTER_VERSION
+
+    voter_id: int
+    voter_directory_id: uuid.UUID
+    cluster_id: str | None = None
+
+
+class UpdateRaftVoterRequest(_Message, frozen=True, tag=ApiKey.UPDATE_RAFT_VOTER.value):
+    """UpdateRaftVoter (API key 82, v0): a voter tells its leader its current listeners and
+    the ``kraft.version`` range it supports, when the voter set says otherwise (KIP-853)."""
+
+    API_KEY: ClassVar[ApiKey] = ApiKey.UPDATE_RAFT_VOTER
+    MAX_VERSION: ClassVar[int] = UPDATE_RAFT_VOTER_VERSION
+
+    current_leader_epoch: int
+    voter_id: int
+    voter_directory_id: uuid.UUID
+    listeners: tuple[Endpoint, ...] = ()
+    min_supported_kraft_version: int = 0
+    max_supported_kraft_version: int = 0
+    cluster_id: str | None = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -415,6 +500,56 @@ class DescribeQuorumResponse(_Message, frozen=True, tag=ApiKey.DESCRIBE_QUORUM.v
     partition_index: int = METADATA_PARTITION_INDEX
 
 
+class ApiVersionsResponse(_Message, frozen=True, tag=ApiKey.API_VERSIONS.value):
+    """The answer to :class:`ApiVersionsRequest`: the APIs and the features the node
+    supports (``kraft.version``: the range of :data:`SupportedFeature`)."""
+
+    API_KEY: ClassVar[ApiKey] = ApiKey.API_VERSIONS
+    MAX_VERSION: ClassVar[int] = API_VERSIONS_VERSION
+
+    error_code: int = 0
+    api_keys: tuple[ApiVersion, ...] = ()
+    supported_features: tuple[SupportedFeature, ...] = ()
+
+    def feature_range(self, name: str) -> tuple[int, int] | None:
+        """The ``(min, max)`` versions of feature ``name`` the node supports, if it says."""
+        for feature in self.supported_features:
+            if feature.name == name:
+                return feature.min_version, feature.max_version
+        return None
+
+
+class AddRaftVoterResponse(_Message, frozen=True, tag=ApiKey.ADD_RAFT_VOTER.value):
+    """The answer to :class:`AddRaftVoterRequest`: NONE once the new voter set committed."""
+
+    API_KEY: ClassVar[ApiKey] = ApiKey.ADD_RAFT_VOTER
+    MAX_VERSION: ClassVar[int] = ADD_RAFT_VOTER_VERSION
+
+    error_code: int = 0
+    error_message: str | None = None
+
+
+class RemoveRaftVoterResponse(_Message, frozen=True, tag=ApiKey.REMOVE_RAFT_VOTER.value):
+    """The answer to :class:`RemoveRaftVoterRequest`: NONE once the new voter set committed."""
+
+    API_KEY: ClassVar[ApiKey] = ApiKey.REMOVE_RAFT_VOTER
+    MAX_VERSION: ClassVar[int] = REMOVE_RAFT_VOTER_VERSION
+
+    error_code: int = 0
+    error_message: str | None = None
+
+
+class UpdateRaftVoterResponse(_Message, frozen=True, tag=ApiKey.UPDATE_RAFT_VOTER.value):
+    """The answer to :class:`UpdateRaftVoterRequest`; ``current_leader`` names the leader."""
+
+    API_KEY: ClassVar[ApiKey] = ApiKey.UPDATE_RAFT_VOTER
+    MAX_VERSION: ClassVar[int] = UPDATE_RAFT_VOTER_VERSION
+
+    error_code: int = 0
+    current_leader: LeaderIdAndEpoch = LeaderIdAndEpoch()
+    node_endpoints: tuple[NodeEndpoint, ...] = ()
+
+
 #: Every request kraft speaks; the union its typed decoder reads.
 Request: TypeAlias = (
     VoteRequest
@@ -423,6 +558,10 @@ Request: TypeAlias = (
     | FetchRequest
     | FetchSnapshotRequest
     | DescribeQuorumRequest
+    | ApiVersionsRequest
+    | AddRaftVoterRequest
+    | RemoveRaftVoterRequest
+    | UpdateRaftVoterRequest
 )
 
 #: Every response kraft speaks; the union its typed decoder reads.
@@ -433,6 +572,10 @@ Response: TypeAlias = (
     | FetchResponse
     | FetchSnapshotResponse
     | DescribeQuorumResponse
+    | ApiVersionsResponse
+    | AddRaftVoterResponse
+    | RemoveRaftVoterResponse
+    | UpdateRaftVoterResponse
 )
 
 REQUEST_TYPES: tuple[type[Request], ...] = (
@@ -442,6 +585,10 @@ REQUEST_TYPES: tuple[type[Request], ...] = (
     FetchRequest,
     FetchSnapshotRequest,
     DescribeQuorumRequest,
+    ApiVersionsRequest,
+    AddRaftVoterRequest,
+    RemoveRaftVoterRequest,
+    UpdateRaftVoterRequest,
 )
 
 RESPONSE_TYPES: tuple[type[Response], ...] = (
@@ -451,6 +598,10 @@ RESPONSE_TYPES: tuple[type[Response], ...] = (
     FetchResponse,
     FetchSnapshotResponse,
     DescribeQuorumResponse,
+    ApiVersionsResponse,
+    AddRaftVoterResponse,
+    RemoveRaftVoterResponse,
+    UpdateRaftVoterResponse,
 )
 
 #: The response class that answers each request class.

@@ -145,7 +145,7 @@ class ResponsePrologue:
             return False
         wire_leader, epoch, nodes = kind.named_leader(body)
         leader = leader_or_none(wire_leader)
-        error = body.partition_error_code
+        error: int = getattr(body, "partition_error_code", _NONE)
         handled = self._maybe_handle_common_response(
             error, leader, epoch, endpoints_from_response(self._quorum, nodes, leader), now
         )

@@ -80,10 +80,11 @@ def leader_or_none(leader_id: int) -> int | None:
 
 
 def valid_topic_partition(body: Request | Response) -> bool:
-    """Whether a message names KRaft's metadata topic-partition."""
-    return (
-        body.topic_name == METADATA_TOPIC_NAME and body.partition_index == METADATA_PARTITION_INDEX
-    )
+    """Whether a message names KRaft's metadata topic-partition (the KIP-853 admin RPCs and
+    ApiVersions name none: they always do)."""
+    topic = getattr(body, "topic_name", METADATA_TOPIC_NAME)
+    partition = getattr(body, "partition_index", METADATA_PARTITION_INDEX)
+    return bool(topic == METADATA_TOPIC_NAME and partition == METADATA_PARTITION_INDEX)
 
 
 def wire_leader_id(quorum: QuorumState[Any]) -> int:
