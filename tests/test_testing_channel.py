@@ -46,4 +46,4 @@ def test_the_mock_channel_drains_by_envelope_and_body_type() -> None:
 
 def test_the_simulator_and_the_tests_share_one_channel() -> None:
     assert issubclass(MockNetworkChannel, MemoryChannel)
-    assert type(SimNode(1, is_voter=True).channel) is MemoryChannel
+    assert type(SimNode(1, frozenset({1})).channel) is MemoryChannel

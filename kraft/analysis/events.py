@@ -35,6 +35,7 @@ _DETAILS_DDL = ", ".join(
         # run_started
         "voters: INT",
         "observers: INT",
+        "kraft_version: INT",
         "config: STRUCT<election_timeout_ms: BIGINT, fetch_timeout_ms: BIGINT, "
         "append_linger_ms: BIGINT, fetch_max_wait_ms: BIGINT, network: STRUCT<latency_ms: "
         "ARRAY<BIGINT>, `drop`: DOUBLE, duplicate: DOUBLE, reorder: DOUBLE>>",
@@ -72,6 +73,8 @@ _DETAILS_DDL = ", ".join(
         "error: STRING",
         "events: BIGINT",
         "faults: INT",
+        # voter_change_requested, voter_change_answered (and `error`, above)
+        "change: STRING",
         # snapshot_created, snapshot_loaded
         "snapshot_epoch: INT",
         "value: BIGINT",

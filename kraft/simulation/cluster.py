@@ -8,6 +8,11 @@ the same run, byte for byte: see :attr:`Cluster.digest`. Messages go through a
 :class:`~kraft.simulation.routing.MessageRouter`; the fault operations (``kill``, ``partition``,
 ...) come from :class:`~kraft.simulation.faults.FaultInjection`.
 
+Under ``kraft_version=1`` (KIP-853) the voters live in the logs: every initial voter's disk is
+formatted with the bootstrap checkpoint, as ``kraft storage format --initial-controllers``
+writes it, and :meth:`Cluster.add_voter` / :meth:`Cluster.remove_voter` change the set through
+the leader, as an admin client would (:mod:`kraft.simulation.admin`).
+
 After every event the :class:`~kraft.simulation.invariants.InvariantChecker` runs; a violation
 is recorded in :attr:`Cluster.violations`, logged as an event and, with ``stop_on_violation``
 (the default), raised as :class:`InvariantViolationError` carrying a report: seed, simulated time,
@@ -20,25 +25,42 @@ import heapq
 import logging
 import random
 import traceback
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from kraft.common.clock import ManualClock
-from kraft.config import ConfigError, Endpoint, QuorumConfig
+from kraft.common.uuids import ZERO_UUID
+from kraft.config import ConfigError, QuorumConfig
 from kraft.errors import KraftError, NotLeaderError
 from kraft.log.base import SnapshotRetention
+from kraft.log.memory import MemoryLog
+from kraft.log.quorum_state import MemoryQuorumStateStore
+from kraft.protocol.api import SUPPORTED_KRAFT_VERSIONS
+from kraft.protocol.envelope import OutboundResponse
+from kraft.protocol.messages import AddRaftVoterRequest, RemoveRaftVoterRequest
+from kraft.protocol.messages import Endpoint as Listener
 from kraft.raft.channel import DequeMessageQueue
 from kraft.raft.client import KafkaRaftClient
 from kraft.raft.listeners import Batch
-from kraft.raft.states import NO_DEADLINE
+from kraft.raft.states import NO_DEADLINE, ReplicaKey
+from kraft.raft.voter_history import write_bootstrap_checkpoint
+from kraft.raft.voter_set import DEFAULT_LISTENER, VoterNode, VoterSet
 from kraft.record.offsets import OffsetAndEpoch
+from kraft.simulation.admin import AdminClient, VoterChange
 from kraft.simulation.events import Event, EventLog
 from kraft.simulation.faults import FaultInjection, FaultRecord
 from kraft.simulation.invariants import InvariantChecker, Violation
 from kraft.simulation.network import LinkConfig, SimNetwork
-from kraft.simulation.node import ReplicatedCounter, SimNode, SimSerde, top_leader
+from kraft.simulation.node import (
+    ReplicatedCounter,
+    SimNode,
+    SimSerde,
+    sim_endpoint,
+    top_leader,
+)
 from kraft.simulation.routing import MessageRouter, Transit
 
 __all__ = [
@@ -51,8 +73,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: Where the simulated voters "listen" (only the ids matter; ports keep endpoints distinct).
-SIM_PORT_BASE = 19_000
 #: Wall-clock milliseconds at simulated time 0 (record timestamps only): 2026-01-01T00:00Z.
 SIM_WALL_START_MS = 1_767_225_600_000
 #: Polls of one node at one instant before the simulator calls it a livelock.
@@ -95,11 +115,14 @@ SNAPSHOT_EVERY = 100
 SIM_RETENTION = SnapshotRetention(retained_snapshots=2, retention_bytes=None, retention_ms=None)
 #: How often simulated clients apply the retention (Kafka's default is 60 s).
 SIM_CLEAN_INTERVAL_MS = 1_000
+#: AddRaftVoter's ``timeout_ms``, and how long the admin waits for any change's answer (plus
+#: a request timeout). Kafka's admin client waits 30 s.
+VOTER_CHANGE_TIMEOUT_MS = 30_000
 
 
 def sim_config(voter_ids: Iterable[int], base: QuorumConfig | None = None) -> QuorumConfig:
     """``base`` (Kafka's defaults when None) with the simulated voters' endpoints."""
-    voters = {i: Endpoint("sim", SIM_PORT_BASE + i) for i in voter_ids}
+    voters = {i: sim_endpoint(i) for i in voter_ids}
     if base is None:
         return QuorumConfig(voters=voters, log_clean_interval_ms=SIM_CLEAN_INTERVAL_MS)
     if base.voters and set(base.voters) != set(voters):
@@ -123,6 +146,11 @@ class Cluster(FaultInjection):
     never), and each log keeps ``retention`` (default: the two latest snapshots, the log from
     the older one on); the clients clean their logs every ``log_clean_interval_ms`` of the
     config (1 s unless a config is given).
+
+    ``kraft_version``: 0, a static quorum (the voters come from the configuration); 1, the
+    voters live in the log (KIP-853): each voter gets a directory id (drawn from the seed) and
+    its disk the bootstrap checkpoint naming voters 1..voters, and every node's configuration
+    names no voters, only bootstrap servers (the voters when it starts).
     """
 
     def __init__(
@@ -140,25 +168,40 @@ class Cluster(FaultInjection):
         network: LinkConfig | None = None,
         snapshot_every: int | None = SNAPSHOT_EVERY,
         retention: SnapshotRetention | None = None,
+        kraft_version: int = 0,
     ) -> None:
         if voters < 1:
             raise ConfigError(f"a cluster needs at least one voter, got {voters}")
         if observers < 0:
             raise ConfigError(f"negative number of observers {observers}")
+        if kraft_version not in SUPPORTED_KRAFT_VERSIONS:
+            raise ConfigError(
+                f"kraft_version must be one of {SUPPORTED_KRAFT_VERSIONS}, not {kraft_version}"
+            )
         self.seed = seed
         self.scenario = scenario
+        self.kraft_version = kraft_version
         self.rand = random.Random(seed)
         self.clock = ManualClock(0, SIM_WALL_START_MS)
-        self.voter_ids = tuple(range(1, voters + 1))
-        self.observer_ids = tuple(range(voters + 1, voters + observers + 1))
-        self.config = sim_config(self.voter_ids, config)
+        initial_voters = tuple(range(1, voters + 1))
+        self._static_voters = initial_voters
+        self.config = sim_config(initial_voters, config)
         self.network = SimNetwork(self.rand, network)
         self.snapshot_every = snapshot_every
         self.retention = retention or SIM_RETENTION
+        #: How many times each node's disk was formatted (a wipe formats it again).
+        self._formats: dict[int, int] = {}
         self.nodes: dict[int, SimNode] = {
-            i: SimNode(i, i in self.voter_ids, self.retention)
-            for i in self.voter_ids + self.observer_ids
+            i: SimNode(i, frozenset(initial_voters), self.retention)
+            for i in range(1, voters + observers + 1)
         }
+        bootstrap: VoterSet | None = None
+        if kraft_version == 1:
+            for node in self.nodes.values():
+                node.directory_id = self._new_directory_id(node.node_id)
+            bootstrap = VoterSet({i: self._voter_node(self.nodes[i]) for i in initial_voters})
+            for i in initial_voters:
+                write_bootstrap_checkpoint(self.nodes[i].log, 1, bootstrap, timestamp_ms=0)
         self.events = EventLog(
             f"{scenario}/{seed}",
             seed,
@@ -169,13 +212,21 @@ class Cluster(FaultInjection):
         self._router = MessageRouter(
             self.nodes,
             self.network,
-            self.config,
             self.events,
             self.clock,
             message_events=message_events,
             deliver_at=self._deliver_at,
             wake=self._wake,
             emit_node=self._emit_node,
+            to_admin=self._to_admin,
+        )
+        self._admin = AdminClient(
+            self.network,
+            self.clock,
+            self.config.request_timeout_ms,
+            call_at=self.call_at,
+            wake=self._wake,
+            emit=self._emit,
         )
         self.stop_on_violation = stop_on_violation
         self.violations: list[Violation] = []
@@ -184,16 +235,21 @@ class Cluster(FaultInjection):
         self._heap: list[tuple[int, int, int, Any, Any]] = []
         self._seq = 0
         self._serde = SimSerde()
-        self.checker = InvariantChecker(self.nodes, self.voter_ids, self.clock, self.network)
+        self.checker = InvariantChecker(
+            self.nodes, initial_voters, self.clock, self.network, bootstrap
+        )
         self._shutdowns: dict[int, Any] = {}
         self._workload_generation = 0
         self.workload_rate = 0.0
         self._closed = False
+        # kraft.version 0 logs stay byte for byte what they were before KIP-853.
+        shape = {"voters": voters, "observers": observers}
+        if kraft_version:
+            shape["kraft_version"] = kraft_version
         self._emit(
             "run_started",
             details={
-                "voters": voters,
-                "observers": observers,
+                **shape,
                 "config": {
                     "election_timeout_ms": self.config.election_timeout_ms,
                     "fetch_timeout_ms": self.config.fetch_timeout_ms,
@@ -220,6 +276,23 @@ class Cluster(FaultInjection):
     def now_ms(self) -> int:
         """Simulated milliseconds since the start."""
         return self.clock.now_ms()
+
+    @property
+    def voter_ids(self) -> tuple[int, ...]:
+        """The voters' ids: the static set under kraft.version 0; under 1, the latest voter
+        set committed (as the invariants saw it commit)."""
+        return self.checker.voter_ids
+
+    @property
+    def observer_ids(self) -> tuple[int, ...]:
+        """Every other node's id."""
+        voters = set(self.voter_ids)
+        return tuple(i for i in self.nodes if i not in voters)
+
+    @property
+    def voter_changes(self) -> list[VoterChange]:
+        """Every answer to :meth:`add_voter` and :meth:`remove_voter`, in the order they came."""
+        return self._admin.changes
 
     def node(self, node_id: int) -> SimNode:
         try:
@@ -347,9 +420,17 @@ class Cluster(FaultInjection):
             ),
             snapshot_every=self.snapshot_every,
         )
+        config = self.config
+        if self.kraft_version == 1:
+            # The operator keeps the bootstrap servers current: the voters at each start.
+            node.bootstrap_servers = tuple(sim_endpoint(i) for i in self.voter_ids)
+            config = replace(config, voters={}, bootstrap_servers=node.bootstrap_servers)
+        else:
+            node.bootstrap_servers = config.bootstrap_servers
+        endpoint = sim_endpoint(node_id)
         client: KafkaRaftClient[Any] = KafkaRaftClient(
             local_id=node_id,
-            config=self.config,
+            config=config,
             log=node.log,
             store=node.store,
             channel=node.channel,
@@ -357,6 +438,8 @@ class Cluster(FaultInjection):
             clock=self.clock,
             rand=self.rand,
             serde=self._serde,
+            local_directory_id=node.directory_id,
+            local_endpoints=((DEFAULT_LISTENER, endpoint.host, endpoint.port),),
         )
         counter.client = client
         node.counter = counter
@@ -430,6 +513,7 @@ class Cluster(FaultInjection):
 
     def _crash(self, node: SimNode) -> None:
         """The node's process is gone: the client, its mail, its connections, unflushed data."""
+        node.remember_voters()
         node.log.crash()
         self._stop(node, "crashed")
 
@@ -449,6 +533,7 @@ class Cluster(FaultInjection):
     def _finish_shutdown(self, node: SimNode) -> None:
         client = node.client
         assert client is not None
+        node.remember_voters()
         client.close()  # flushes the log
         self._stop(node, "shutdown")
 
@@ -558,6 +643,91 @@ class Cluster(FaultInjection):
             high_watermark=node.log.high_watermark,
             **fields,
         )
+
+    # =========================================================================================
+    # Disks and membership (KIP-853)
+    # =========================================================================================
+    def _new_directory_id(self, node_id: int) -> uuid.UUID:
+        """A new directory id for ``node_id``'s disk: drawn from the seed, the node and how
+        many times its disk was formatted, never from the run's random source (which would
+        shift every timer after it)."""
+        formats = self._formats.get(node_id, 0) + 1
+        self._formats[node_id] = formats
+        draw = random.Random(f"kraft-sim-directory:{self.seed}:{node_id}:{formats}")
+        return uuid.UUID(int=draw.getrandbits(128), version=4)
+
+    def _voter_node(self, node: SimNode) -> VoterNode:
+        """``node`` as a voter: its replica key, its listener, kraft.version 0 to 1."""
+        endpoint = sim_endpoint(node.node_id)
+        return VoterNode(
+            ReplicaKey(node.node_id, node.directory_id),
+            ((DEFAULT_LISTENER, endpoint.host, endpoint.port),),
+            (min(SUPPORTED_KRAFT_VERSIONS), max(SUPPORTED_KRAFT_VERSIONS)),
+        )
+
+    def _format(self, node: SimNode) -> None:
+        """Give ``node`` an empty disk (log and quorum state), with a new directory id under
+        kraft.version 1 (``kraft storage format --no-initial-controllers``)."""
+        node.log = MemoryLog(self.retention)
+        node.store = MemoryQuorumStateStore(f"node-{node.node_id}")
+        if self.kraft_version == 1:
+            node.directory_id = self._new_directory_id(node.node_id)
+
+    def add_node(self) -> int:
+        """Start a brand-new observer with an empty disk under the next free id; it finds the
+        leader through its bootstrap servers (the voters) and fetches the log, or the latest
+        snapshot when the leader's log starts past 0. Its id."""
+        node_id = max(self.nodes) + 1
+        node = SimNode(node_id, frozenset(self.voter_ids), self.retention)
+        self._format(node)
+        self.nodes[node_id] = node
+        self.checker.node_added(node_id)
+        self._start(node)
+        return node_id
+
+    def add_voter(self, node_id: int) -> bool:
+        """Ask the leader to make ``node_id`` a voter (AddRaftVoter with its id, directory id
+        and listener, as ``kafka-metadata-quorum add-controller`` does). False when there is
+        no leader to ask; the answer lands in :attr:`voter_changes`."""
+        node = self.node(node_id)
+        endpoint = sim_endpoint(node_id)
+        return self._change_voters(
+            "add",
+            node_id,
+            AddRaftVoterRequest(
+                voter_id=node_id,
+                voter_directory_id=node.directory_id or ZERO_UUID,
+                listeners=(Listener(DEFAULT_LISTENER, endpoint.host, endpoint.port),),
+                timeout_ms=VOTER_CHANGE_TIMEOUT_MS,
+            ),
+        )
+
+    def remove_voter(self, node_id: int) -> bool:
+        """Ask the leader to remove voter ``node_id`` (RemoveRaftVoter with its id and the
+        directory id the committed voter set names for it, as an operator reads it from
+        ``describe``; the node's own when the set does not name it). False when there is no
+        leader to ask; the answer lands in :attr:`voter_changes`."""
+        node = self.node(node_id)
+        voters = self.checker.voter_checks
+        key = None if voters is None else voters.latest.key(node_id)
+        directory_id = node.directory_id if key is None else key.directory_id
+        return self._change_voters(
+            "remove",
+            node_id,
+            RemoveRaftVoterRequest(voter_id=node_id, voter_directory_id=directory_id or ZERO_UUID),
+        )
+
+    def _change_voters(
+        self, kind: str, node_id: int, body: AddRaftVoterRequest | RemoveRaftVoterRequest
+    ) -> bool:
+        leader_id = self.leader()
+        if leader_id is None:
+            return False
+        self._admin.send(kind, node_id, self.nodes[leader_id], body, VOTER_CHANGE_TIMEOUT_MS)
+        return True
+
+    def _to_admin(self, node: SimNode, response: OutboundResponse) -> None:
+        self._admin.response_sent(node, response)
 
     # =========================================================================================
     # Appends and the workload

@@ -44,6 +44,8 @@ KINDS: dict[str, str] = {
     "expectation_failed": "a scenario's liveness expectation did not hold",
     "invariants_checked": "the end-of-run validation (checks made in details)",
     "run_error": "the run raised (a livelock, a scenario bug): the error in details",
+    "voter_change_requested": "the admin asked leader `peer` to add or remove voter `node`",
+    "voter_change_answered": "the admin got the answer to a voter change (error in details)",
 }
 
 

@@ -18,8 +18,6 @@ from typing import Any, Protocol
 
 from kraft.common.clock import ManualClock
 from kraft.log.base import SnapshotRetention
-from kraft.log.memory import MemoryLog
-from kraft.log.quorum_state import MemoryQuorumStateStore
 from kraft.record.batch import RECORD_BATCH_OVERHEAD
 from kraft.record.offsets import OffsetAndEpoch
 from kraft.simulation.events import Event
@@ -58,6 +56,7 @@ class _Cluster(Protocol):
     def node(self, node_id: int) -> SimNode: ...
     def leader(self) -> int | None: ...
     def _start(self, node: SimNode) -> None: ...
+    def _format(self, node: SimNode) -> None: ...
     def _crash(self, node: SimNode) -> None: ...
     def _wake(self, node: SimNode, at: int | None = None) -> None: ...
     def _emit(self, kind: str, **fields: Any) -> Event: ...
@@ -166,16 +165,17 @@ class FaultInjection:
         self._healed("kill", (node_id,))
 
     def wipe(self: _Cluster, node_id: int) -> None:
-        """Replace ``node_id``'s disk with an empty one (log and quorum state). A running node
-        is killed and restarted on the new disk; a stopped one stays stopped."""
+        """Replace ``node_id``'s disk with an empty one (log and quorum state; under
+        kraft.version 1 a new directory id and no bootstrap checkpoint: the replica the voter
+        set names is gone). A running node is killed and restarted on the new disk; a stopped
+        one stays stopped."""
         node = self.node(node_id)
         if not self._fault("wipe", (node_id,)):
             return
         was_running = node.client is not None
         if was_running:
             self._crash(node)
-        node.log = MemoryLog(self.retention)
-        node.store = MemoryQuorumStateStore(f"node-{node_id}")
+        self._format(node)
         self.checker.node_reset(node_id, wiped=True)
         if was_running:
             self._start(node)

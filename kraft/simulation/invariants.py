@@ -30,6 +30,16 @@ stays cheap. Names, as they appear in reports and in the event log:
                             the end, by a majority of the voters once no voter is under repair
 ``listener_data``           every listener handed a batch at an offset is handed the same
                             batch (offsets, epoch, records) the first listener was handed there
+``voters_differ_by_one``    (kraft.version 1) in every log, each ``VotersRecord`` adds or
+                            removes exactly one voter to the set before it (or changes one
+                            voter's endpoints)
+``voters_one_uncommitted``  (kraft.version 1) the leader's log holds at most one
+                            ``VotersRecord`` past the latest committed one
+``voters_durable``          (kraft.version 1) a committed ``VotersRecord`` is never lost: every
+                            node whose high watermark passes it holds it, and every snapshot
+                            holds the voter set committed at its offset
+``removed_never_leads``     (kraft.version 1) a node that becomes leader is a voter of its
+                            log's latest set, and not one whose removal committed
 ``availability``            while the workload runs and a majority of the voters is healthy
                             (running, not paused, not under repair) and connected (no cut,
                             lossy or slow link between them), the quorum commits something new
@@ -59,9 +69,11 @@ from kraft.common.clock import ManualClock
 from kraft.errors import CorruptRecordError
 from kraft.log.api import ValidationKind
 from kraft.raft.listeners import Batch
+from kraft.raft.voter_set import VoterSet
 from kraft.record.offsets import OffsetAndEpoch
 from kraft.simulation.network import SimNetwork
 from kraft.simulation.node import SimNode, SimSerde, top_leader
+from kraft.simulation.voters import VoterChecks
 from kraft.snapshot.reader import SnapshotReader
 
 __all__ = ["AVAILABILITY_MS", "INVARIANTS", "InvariantChecker", "Violation"]
@@ -83,6 +95,10 @@ INVARIANTS = (
     "committed_intact",
     "listener_data",
     "availability",
+    "voters_differ_by_one",
+    "voters_one_uncommitted",
+    "voters_durable",
+    "removed_never_leads",
 )
 
 #: How long a healthy, connected majority may go without committing anything new while the
@@ -122,7 +138,12 @@ class _Committed:
 
 
 class InvariantChecker:
-    """Checks a cluster's nodes; ``check`` after every event, ``validate`` at the end."""
+    """Checks a cluster's nodes; ``check`` after every event, ``validate`` at the end.
+
+    ``bootstrap``: the voter set a ``kraft.version`` 1 cluster was bootstrapped with; the
+    voters are then those of the latest committed ``VotersRecord`` (``voter_ids`` is only the
+    ``kraft.version`` 0 static set), and the KIP-853 invariants run.
+    """
 
     def __init__(
         self,
@@ -130,10 +151,11 @@ class InvariantChecker:
         voter_ids: Iterable[int],
         clock: ManualClock | None = None,
         network: SimNetwork | None = None,
+        bootstrap: VoterSet | None = None,
     ) -> None:
         self.nodes = nodes
-        self.voter_ids = tuple(voter_ids)
-        self.majority = len(self.voter_ids) // 2 + 1
+        self._static_voters = tuple(voter_ids)
+        self.voter_checks = None if bootstrap is None else VoterChecks(nodes, bootstrap)
         self.committed = _Committed()
         self.leader_of_epoch: dict[int, int] = {}
         self._writes_seen = dict.fromkeys(nodes, 0)
@@ -170,7 +192,26 @@ class InvariantChecker:
         #: The longest time a healthy, connected majority went without committing (measured).
         self.longest_stall_ms = 0
 
+    @property
+    def voter_ids(self) -> tuple[int, ...]:
+        """The voters: the static set, or (kraft.version 1) the latest committed one."""
+        if self.voter_checks is None:
+            return self._static_voters
+        return tuple(sorted(self.voter_checks.latest.ids))
+
+    @property
+    def majority(self) -> int:
+        return len(self.voter_ids) // 2 + 1
+
     # -- lifecycle hooks --------------------------------------------------------------------
+    def node_added(self, node_id: int) -> None:
+        """A node with an empty disk joined the cluster (``Cluster.add_node``)."""
+        self._writes_seen[node_id] = 0
+        self._persisted_epoch[node_id] = 0
+        self._verified[node_id] = 0
+        self._hw[node_id] = -1
+        self._was_leader[node_id] = -1
+
     def node_reset(self, node_id: int, wiped: bool) -> None:
         """A node was killed or restarted (its in-memory state is gone), or wiped (its disk)."""
         if self._leader is self.nodes[node_id]:
@@ -182,6 +223,8 @@ class InvariantChecker:
         if wiped:
             self._writes_seen[node_id] = 0
             self._persisted_epoch[node_id] = 0
+            if self.voter_checks is not None:
+                self.voter_checks.forget(node_id)
 
     def storage_fault(self) -> None:
         """A storage fault changed a disk: look for committed batches left without a copy."""
@@ -287,6 +330,8 @@ class InvariantChecker:
         node_id = node.node_id
         self._check_persisted(node_id, node, problems)
         set_aside = self._check_shape(node)
+        if self.voter_checks is not None:
+            self.voter_checks.check_node(node, problems)
         client = node.client
         if client is None:
             return
@@ -307,6 +352,8 @@ class InvariantChecker:
             if self._was_leader[node_id] != epoch:
                 self._was_leader[node_id] = epoch
                 self._check_completeness(node, problems)
+                if self.voter_checks is not None:
+                    self.voter_checks.became_leader(node, problems)
         self._check_log_start(node, problems)
         hw = node.log.high_watermark
         if hw < self._hw[node_id] and not set_aside and node.log.repair_target is None:
@@ -574,19 +621,32 @@ class InvariantChecker:
 
     def _healthy_majority(self) -> bool:
         """Whether a majority of the voters is running, unpaused, not under repair, and
-        connected to each other by clean links."""
+        connected to each other by clean links. Under kraft.version 1, while the leader's log
+        holds a voter set not committed yet, of both sets: the leader commits in its latest."""
+        voter_sets = [frozenset(self.voter_ids)]
+        if self.voter_checks is not None and self._leader is not None:
+            last = self.voter_checks.leader_sets(self._leader)[0].ids
+            if last != voter_sets[0]:
+                voter_sets.append(last)
         healthy = [
             v
-            for v in self.voter_ids
+            for v in sorted(frozenset().union(*voter_sets))
             if (node := self.nodes[v]).client is not None
             and not node.paused
             and node.log.repair_target is None
         ]
-        if len(healthy) < self.majority:
-            return False
+        if len(voter_sets) == 1:
+            if len(healthy) < self.majority:
+                return False
+            return any(
+                all(self._connected(a, b) for a, b in combinations(group, 2))
+                for group in combinations(healthy, self.majority)
+            )
         return any(
-            all(self._connected(a, b) for a, b in combinations(group, 2))
-            for group in combinations(healthy, self.majority)
+            all(len(voters & set(group)) > len(voters) // 2 for voters in voter_sets)
+            and all(self._connected(a, b) for a, b in combinations(group, 2))
+            for size in range(1, len(healthy) + 1)
+            for group in combinations(healthy, size)
         )
 
     def _connected(self, a: int, b: int) -> bool:
@@ -625,19 +685,29 @@ class InvariantChecker:
                     )
                 )
             self._top_leader = (epoch, hw)
-        holders = sum(1 for voter in self.voter_ids if _reaches(self.nodes[voter], hw))
-        if holders < self.majority:
-            ends = {v: self.nodes[v].log.log_end_offset for v in self.voter_ids}
-            problems.append(
+        if self.voter_checks is None:
+            voter_sets = [self.voter_ids]
+        else:
+            # Kafka's MajorityReachedHighWatermark under KIP-853: the leader counts in its
+            # latest set, but may not have counted again since it appended it.
+            self.voter_checks.check_leader(leader, problems)
+            voter_sets = [tuple(voters.ids) for voters in self.voter_checks.leader_sets(leader)]
+        for voter_ids in voter_sets:
+            holders = sum(1 for v in voter_ids if _reaches(self.nodes[v], hw))
+            if holders > len(voter_ids) // 2:
+                return
+        ends = {v: self.nodes[v].log.log_end_offset for v in sorted(set().union(*voter_sets))}
+        problems.append(
+            (
+                "majority_high_watermark",
+                (leader.node_id,),
                 (
-                    "majority_high_watermark",
-                    (leader.node_id,),
-                    (
-                        f"leader {leader.node_id} (epoch {epoch}) has high watermark {hw}, but "
-                        f"only {holders} of {len(self.voter_ids)} voters reach it (log ends {ends})"
-                    ),
-                )
+                    f"leader {leader.node_id} (epoch {epoch}) has high watermark {hw}, but "
+                    f"no majority of the voters {[sorted(v) for v in voter_sets]} reaches it "
+                    f"(log ends {ends})"
+                ),
             )
+        )
 
     # -- at the end -----------------------------------------------------------------------------
     def validate(self, leader: SimNode | None) -> Problems:

@@ -10,11 +10,13 @@ disk; a wipe replaces the disk with an empty one.
 from __future__ import annotations
 
 import struct
+import uuid
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 import msgspec
 
+from kraft.config import Endpoint
 from kraft.errors import CorruptRecordError, NotLeaderError
 from kraft.log.base import SnapshotRetention
 from kraft.log.memory import MemoryLog
@@ -25,7 +27,24 @@ from kraft.raft.listeners import Batch, BatchReader, LeaderAndEpoch, Listener, S
 from kraft.raft.memory_channel import MemoryChannel
 from kraft.record.offsets import OffsetAndEpoch
 
-__all__ = ["CounterIncrement", "ReplicatedCounter", "SimNode", "SimSerde", "top_leader"]
+__all__ = [
+    "SIM_PORT_BASE",
+    "CounterIncrement",
+    "ReplicatedCounter",
+    "SimNode",
+    "SimSerde",
+    "sim_endpoint",
+    "top_leader",
+]
+
+#: Where simulated node ``i`` "listens": port ``SIM_PORT_BASE + i`` (only the ids matter; ports
+#: keep endpoints distinct, and a bootstrap server's port names its node).
+SIM_PORT_BASE = 19_000
+
+
+def sim_endpoint(node_id: int) -> Endpoint:
+    """The address simulated node ``node_id`` listens at."""
+    return Endpoint("sim", SIM_PORT_BASE + node_id)
 
 
 class CounterIncrement(NamedTuple):
@@ -185,14 +204,21 @@ class ReplicatedCounter(Listener[Any]):
 
 
 class SimNode:
-    """One node's disk, process and counter. ``client`` is None while the node is down."""
+    """One node's disk, process and counter. ``client`` is None while the node is down.
+
+    ``voter_ids`` is the voter set the node was configured or bootstrapped with, until its
+    client says otherwise; ``directory_id`` is its disk's (``kraft.version`` 1; None under 0).
+    """
 
     __slots__ = (
+        "_is_voter",
+        "_voter_ids",
+        "bootstrap_servers",
         "channel",
         "client",
         "counter",
+        "directory_id",
         "incarnation",
-        "is_voter",
         "last_epoch",
         "last_role",
         "log",
@@ -207,10 +233,19 @@ class SimNode:
     )
 
     def __init__(
-        self, node_id: int, is_voter: bool, retention: SnapshotRetention | None = None
+        self,
+        node_id: int,
+        voter_ids: frozenset[int],
+        retention: SnapshotRetention | None = None,
+        directory_id: uuid.UUID | None = None,
     ) -> None:
         self.node_id = node_id
-        self.is_voter = is_voter
+        self._voter_ids = voter_ids
+        self._is_voter = node_id in voter_ids
+        self.directory_id = directory_id
+        #: The bootstrap servers its configuration names (kraft.version 1: the voters when it
+        #: was started); a request to bootstrap server ``i`` reaches the node listening there.
+        self.bootstrap_servers: tuple[Endpoint, ...] = ()
         self.log = MemoryLog(retention)
         self.store = MemoryQuorumStateStore(f"node-{node_id}")
         self.client: KafkaRaftClient[Any] | None = None
@@ -233,6 +268,27 @@ class SimNode:
         return self.client is not None
 
     # What users read (Cluster.node(id).role and friends) ----------------------------------
+    @property
+    def voter_ids(self) -> frozenset[int]:
+        """The voter set the node's client uses now (while down: when it last ran)."""
+        if self.client is not None:
+            self._voter_ids = self.client.voter_ids
+        return self._voter_ids
+
+    def remember_voters(self) -> None:
+        """Keep what the client says of the voters, for while the node is down."""
+        if self.client is not None:
+            self._voter_ids = self.client.voter_ids
+            self._is_voter = self.client.is_voter
+
+    @property
+    def is_voter(self) -> bool:
+        """Whether the node is one of ``voter_ids`` (its id and, under kraft.version 1, its
+        directory id), as its client says (while down: when it last ran)."""
+        if self.client is not None:
+            self._is_voter = self.client.is_voter
+        return self._is_voter
+
     @property
     def role(self) -> str:
         return "Down" if self.client is None else self.client.role

@@ -7,9 +7,10 @@ cluster's scheduler. A copy is delivered only if, when it arrives, its link is n
 destination still runs the process the message was sent to, and the sender has not stopped
 since (a stop resets its connections). Every step is an event in the log.
 
-A request sent to a bootstrap server (a negative id) reaches the voter listening at that
-server's address, and its response comes back from that negative id, as it would over a real
-connection to the address.
+A request sent to a bootstrap server (a negative id) reaches the node listening at that
+server's address (the sender's ``bootstrap_servers``), and its response comes back from that
+negative id, as it would over a real connection to the address. A response to the admin
+client (:data:`~kraft.simulation.admin.ADMIN_ID`) is handed to it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from collections.abc import Callable
 
 from kraft.common.clock import ManualClock
 from kraft.common.uuids import ZERO_UUID
-from kraft.config import QuorumConfig
 from kraft.protocol.envelope import (
     InboundRequest,
     InboundResponse,
@@ -26,9 +26,10 @@ from kraft.protocol.envelope import (
     OutboundResponse,
 )
 from kraft.protocol.messages import VoteRequest, VoteResponse
+from kraft.simulation.admin import ADMIN_ID
 from kraft.simulation.events import Event, EventLog
 from kraft.simulation.network import SimNetwork
-from kraft.simulation.node import SimNode
+from kraft.simulation.node import SIM_PORT_BASE, SimNode
 
 __all__ = ["MessageRouter", "Transit"]
 
@@ -57,16 +58,16 @@ class MessageRouter:
     """Routes the cluster's messages over ``network``.
 
     ``deliver_at(at_ms, transit)`` schedules an arrival, ``wake(node)`` has a node polled now,
-    and ``emit_node(node, kind, **fields)`` logs an event with the node's state: the cluster's.
+    ``emit_node(node, kind, **fields)`` logs an event with the node's state, and
+    ``to_admin(node, response)`` takes a response to the admin client: the cluster's.
     ``message_events=False`` leaves out the events of messages sent, duplicated and delivered
     (a dropped message is always logged).
     """
 
     __slots__ = (
-        "_bootstrap",
         "_deliver_at",
         "_emit_node",
-        "_port_to_node",
+        "_to_admin",
         "_wake",
         "clock",
         "events",
@@ -79,7 +80,6 @@ class MessageRouter:
         self,
         nodes: dict[int, SimNode],
         network: SimNetwork,
-        config: QuorumConfig,
         events: EventLog,
         clock: ManualClock,
         *,
@@ -87,17 +87,17 @@ class MessageRouter:
         deliver_at: Callable[[int, Transit], None],
         wake: Callable[[SimNode], None],
         emit_node: Callable[..., Event],
+        to_admin: Callable[[SimNode, OutboundResponse], None],
     ) -> None:
         self.nodes = nodes
         self.network = network
         self.events = events
         self.clock = clock
         self.message_events = message_events
-        self._bootstrap = config.bootstrap_servers
-        self._port_to_node = {ep.port: node_id for node_id, ep in config.voters.items()}
         self._deliver_at = deliver_at
         self._wake = wake
         self._emit_node = emit_node
+        self._to_admin = to_admin
 
     def route(self, node: SimNode) -> None:
         """Send what ``node``'s outbox holds."""
@@ -107,12 +107,15 @@ class MessageRouter:
             destination = envelope.destination
             alias: int | None = None
             if isinstance(envelope, OutboundResponse):
+                if destination == ADMIN_ID:
+                    self._to_admin(node, envelope)
+                    continue
                 alias = node.request_aliases.pop((destination, envelope.correlation_id), None)
                 if isinstance(envelope.body, VoteResponse):
                     self._vote_event(node, destination, envelope)
             elif destination < -1:
                 alias = destination
-                destination = self._resolve_bootstrap(destination)
+                destination = self._resolve_bootstrap(node, destination)
             target = self.nodes.get(destination)
             name = type(envelope.body).__name__
             if target is None:
@@ -148,11 +151,12 @@ class MessageRouter:
         else:
             self.events.emit(now, kind, node=node.node_id, peer=peer, message=message)
 
-    def _resolve_bootstrap(self, alias: int) -> int:
+    def _resolve_bootstrap(self, node: SimNode, alias: int) -> int:
         index = -2 - alias
-        servers = self._bootstrap
+        servers = node.bootstrap_servers
         if 0 <= index < len(servers):
-            return self._port_to_node.get(servers[index].port, alias)
+            listener = servers[index].port - SIM_PORT_BASE
+            return listener if listener in self.nodes else alias
         return alias
 
     def _vote_event(self, node: SimNode, peer: int, envelope: OutboundResponse) -> None:
