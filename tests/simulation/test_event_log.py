@@ -20,7 +20,7 @@ DOC = (Path(__file__).resolve().parents[2] / "docs" / "simulation.md").read_text
 
 #: The ``details`` keys of each kind, as documented (None: the kind has no details).
 DETAILS: dict[str, list[set[str]] | None] = {
-    "run_started": [{"voters", "observers", "config"}],
+    "run_started": [{"voters", "observers", "config"}, {"voters", "observers", "kraft_version", "config"}],
     "run_finished": [{"violations", "events", "faults"}],
     "node_started": [{"incarnation"}],
     "state_changed": [{"from_role", "from_epoch"}, {"from_role"}],
@@ -42,6 +42,8 @@ DETAILS: dict[str, list[set[str]] | None] = {
     "expectation_failed": [{"message"}],
     "invariants_checked": [{"checks", "violations"}],
     "run_error": [{"error"}],
+    "voter_change_requested": [{"change"}],
+    "voter_change_answered": [{"change", "error"}],
 }
 FAULT_DETAILS = {
     "partition": {"groups"},

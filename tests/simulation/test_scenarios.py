@@ -43,6 +43,12 @@ CI_SEEDS = {
     "lost_writes": 0,
     "misdirected_writes": 0,
     "corrupt_snapshots": 0,
+    # Dynamic voters: 40 seeds each in test_reconfig.py's sweep.
+    "rolling_replacement": 0,
+    "remove_leader": 0,
+    "add_voter_during_partition": 0,
+    "grow_standalone_to_five": 0,
+    "change_during_failover": 0,
 }
 CI_BLOCK = 10
 #: Seeds per scenario in ``make test-slow`` (from ``SLOW_FIRST_SEED``), per test.
