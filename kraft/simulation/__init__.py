@@ -6,6 +6,7 @@ clock, one seeded random source, a simulated network and simulated disks; invari
 after every event and everything is written to a JSON Lines event log.
 """
 
+from kraft.simulation.admin import VoterChange
 from kraft.simulation.cluster import (
     Cluster,
     InvariantViolationError,
@@ -37,6 +38,7 @@ __all__ = [
     "SimulationError",
     "InvariantViolationError",
     "Violation",
+    "VoterChange",
     "read_events",
     "replay_command",
     "sim_config",

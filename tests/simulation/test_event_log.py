@@ -20,7 +20,10 @@ DOC = (Path(__file__).resolve().parents[2] / "docs" / "simulation.md").read_text
 
 #: The ``details`` keys of each kind, as documented (None: the kind has no details).
 DETAILS: dict[str, list[set[str]] | None] = {
-    "run_started": [{"voters", "observers", "config"}, {"voters", "observers", "kraft_version", "config"}],
+    "run_started": [
+        {"voters", "observers", "config"},
+        {"voters", "observers", "kraft_version", "config"},
+    ],
     "run_finished": [{"violations", "events", "faults"}],
     "node_started": [{"incarnation"}],
     "state_changed": [{"from_role", "from_epoch"}, {"from_role"}],
