@@ -157,6 +157,7 @@ def remove_leader(run: ScenarioRun) -> None:
         return
     old = cluster.leader()
     assert old is not None
+    expected = set(cluster.voter_ids) - {old}
     if not change_voters(run, cluster, "remove", old):
         return
     node = cluster.node(old)
@@ -167,7 +168,7 @@ def remove_leader(run: ScenarioRun) -> None:
             f"removed leader {old} carries on as an observer",
         )
     if _progress(run, cluster):
-        _end(run, cluster, set(cluster.voter_ids))
+        _end(run, cluster, expected)
 
 
 @scenario("add_voter_during_partition")
@@ -183,6 +184,7 @@ def add_voter_during_partition(run: ScenarioRun) -> None:
     new = _new_node(run, cluster)
     if new is None:
         return
+    expected = {*cluster.voter_ids, new}
     leader = cluster.leader()
     if leader is None:
         await_leader(run, cluster)
@@ -212,7 +214,7 @@ def add_voter_during_partition(run: ScenarioRun) -> None:
         change_voters(run, cluster, "add", new)
     cluster.heal()
     if _progress(run, cluster):
-        _end(run, cluster, set(cluster.voter_ids))
+        _end(run, cluster, expected)
 
 
 @scenario("grow_standalone_to_five")
@@ -253,6 +255,7 @@ def change_during_failover(run: ScenarioRun) -> None:
         if new is None:
             return
         kind, node_id = "add", new
+    expected = set(cluster.voter_ids) ^ {node_id}
     leader = cluster.leader()
     if leader is None:
         return
@@ -271,4 +274,4 @@ def change_during_failover(run: ScenarioRun) -> None:
     else:
         cluster.heal()
     if change_voters(run, cluster, kind, node_id) and _progress(run, cluster):
-        _end(run, cluster, set(cluster.voter_ids))
+        _end(run, cluster, expected)

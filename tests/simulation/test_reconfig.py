@@ -36,7 +36,13 @@ RECONFIG_SCENARIOS = (
 
 
 def elected(cluster: Cluster) -> int:
-    assert cluster.run_until(lambda: cluster.leader() is not None, 10_000)
+    """The leader, once it committed the start of its epoch (it takes no change before)."""
+
+    def committed_its_epoch() -> bool:
+        leader = cluster.leader()
+        return leader is not None and cluster.node(leader).high_watermark > 0
+
+    assert cluster.run_until(committed_its_epoch, 10_000)
     leader = cluster.leader()
     assert leader is not None
     return leader
@@ -47,8 +53,15 @@ def answered(cluster: Cluster, count: int) -> None:
 
 
 def caught_up_observer(cluster: Cluster) -> int:
+    """A new node, once it has fetched the leader's log up to the high watermark."""
     node_id = cluster.add_node()
-    assert cluster.run_until(lambda: cluster.node(node_id).high_watermark > 5, 10_000)
+    node = cluster.node(node_id)
+
+    def caught_up() -> bool:
+        leader = cluster.leader()
+        return leader is not None and 0 < cluster.node(leader).high_watermark <= node.log_end_offset
+
+    assert cluster.run_until(caught_up, 10_000)
     return node_id
 
 
