@@ -237,7 +237,7 @@ def grow_standalone_to_five(run: ScenarioRun) -> None:
 
 @scenario("change_during_failover")
 def change_during_failover(run: ScenarioRun) -> None:
-    """A voter change races a leader failover: right after the admin sends it (0-50 ms), the
+    """A voter change races a leader failover: right after the admin sends it (0-10 ms), the
     leader is killed, isolated or resigns. The change commits or not, never half; asked
     again, it commits.
 
@@ -260,7 +260,7 @@ def change_during_failover(run: ScenarioRun) -> None:
     if leader is None:
         return
     (cluster.add_voter if kind == "add" else cluster.remove_voter)(node_id)
-    cluster.run_for(run.rng.randint(0, 50))
+    cluster.run_for(run.rng.randint(0, 10))
     failover = run.rng.choice(["kill", "isolate", "resign"])
     if failover == "kill":
         cluster.kill(leader)

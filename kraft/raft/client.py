@@ -741,7 +741,8 @@ class KafkaRaftClient(Generic[T]):
         self._listeners.drop_uncommitted()
         # The HW can only move once a record of this epoch is replicated: write one now.
         message = leader.voter_set.leader_change(self.local_id, granting, self.kraft_version)
-        accumulator.append_control_messages([message], self.clock.wall_ms())
+        start = [message, *self.quorum.history.epoch_start_messages()]
+        accumulator.append_control_messages(start, self.clock.wall_ms())
         self._after_transition(state)
         self._end_election(now)
         logger.info("epoch %d: elected leader (votes from %s)", leader.epoch, granting)
@@ -760,7 +761,7 @@ class KafkaRaftClient(Generic[T]):
     def _prospective_lost(self, state: ProspectiveState, now: int) -> None:
         """Pre-vote lost or timed out: follow a known leader, else Unattached, same epoch."""
         leader = state.leader_id
-        endpoints = self.quorum.leader_endpoints(leader) if leader is not None else ()
+        endpoints = self.quorum.current_leader_endpoints()
         if leader is not None and endpoints:
             self._transition_to_follower(state.epoch, leader, endpoints, now)
         else:

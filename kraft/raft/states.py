@@ -126,7 +126,9 @@ class UnattachedState(_Base):
 class ProspectiveState(_Base, _VoteTally):
     """KIP-996 pre-vote: asking whether an election could succeed, without bumping the epoch.
 
-    Keeps the leader id and vote of the state it came from; never persisted.
+    Keeps the leader id, its endpoints and the vote of the state it came from (Kafka's
+    ``ProspectiveState.leaderEndpoints``: a leader removed from the voter set has no
+    endpoints there); never persisted.
     """
 
     local_id: int
@@ -136,6 +138,7 @@ class ProspectiveState(_Base, _VoteTally):
     election_deadline_ms: int
     granting: set[int] = field(default_factory=set)
     rejecting: set[int] = field(default_factory=set)
+    leader_endpoints: Endpoints = ()
 
     def __post_init__(self) -> None:
         self.granting.add(self.local_id)

@@ -146,6 +146,16 @@ class VoterHistory:
         value = self._versions.at(offset)
         return 0 if value is None else _as_int(value)
 
+    def epoch_start_messages(self) -> list[ControlMessage]:
+        """What a new leader writes after its LeaderChange record (Kafka's
+        ``LeaderState.appendStartOfEpochControlRecords``): while the voter set in force is the
+        bootstrap checkpoint's (filed at offset -1), the ``KRaftVersionRecord`` and the
+        ``VotersRecord``, so that replicas formatted without the checkpoint (``kraft storage
+        format --no-initial-controllers``) learn both from the log."""
+        if self.kraft_version == 0 or self.last_voter_set_offset != -1:
+            return []
+        return [KRaftVersionRecord(0, self.kraft_version), self.last_voter_set.to_record()]
+
     def snapshot_control_messages(self, snapshot_id: OffsetAndEpoch) -> list[ControlMessage]:
         """What a snapshot at ``snapshot_id`` writes after its header: under ``kraft.version``
         1, the ``KRaftVersionRecord`` and the ``VotersRecord`` in force at its last offset."""
