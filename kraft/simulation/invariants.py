@@ -692,19 +692,22 @@ class InvariantChecker:
             # latest set, but may not have counted again since it appended it.
             self.voter_checks.check_leader(leader, problems)
             voter_sets = [tuple(voters.ids) for voters in self.voter_checks.leader_sets(leader)]
-        for voter_ids in voter_sets:
-            holders = sum(1 for v in voter_ids if _reaches(self.nodes[v], hw))
-            if holders > len(voter_ids) // 2:
-                return
+        counts = [
+            (sum(1 for v in ids if _reaches(self.nodes[v], hw)), len(ids)) for ids in voter_sets
+        ]
+        if any(holders > size // 2 for holders, size in counts):
+            return
         ends = {v: self.nodes[v].log.log_end_offset for v in sorted(set().union(*voter_sets))}
+        reached = " (of the set before its latest change: ".join(
+            f"{holders} of {size} voters" for holders, size in counts
+        ) + ")" * (len(counts) - 1)
         problems.append(
             (
                 "majority_high_watermark",
                 (leader.node_id,),
                 (
                     f"leader {leader.node_id} (epoch {epoch}) has high watermark {hw}, but "
-                    f"no majority of the voters {[sorted(v) for v in voter_sets]} reaches it "
-                    f"(log ends {ends})"
+                    f"only {reached} reach it (log ends {ends})"
                 ),
             )
         )
