@@ -582,6 +582,9 @@ class KafkaRaftClient(Generic[T]):
             backoff = fetcher.maybe_send_fetch_to_best_node(state, now)
             return max(0, min(backoff, state.fetch_deadline_ms - now))
         if now >= state.fetch_deadline_ms:
+            # KIP-996: no answer from the leader for a fetch timeout, so pre-votes may be
+            # granted (an observer that candidates count as a new voter is asked for one).
+            state.has_fetched = False
             return fetcher.maybe_send_fetch_to_any_bootstrap(now)
         backoff = fetcher.maybe_send_fetch_to_best_node(state, now)
         return max(0, min(backoff, state.fetch_deadline_ms - now))

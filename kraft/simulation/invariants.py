@@ -69,6 +69,7 @@ from kraft.common.clock import ManualClock
 from kraft.errors import CorruptRecordError
 from kraft.log.api import ValidationKind
 from kraft.raft.listeners import Batch
+from kraft.raft.states import ReplicaKey
 from kraft.raft.voter_set import VoterSet
 from kraft.record.offsets import OffsetAndEpoch
 from kraft.simulation.network import SimNetwork
@@ -621,33 +622,55 @@ class InvariantChecker:
 
     def _healthy_majority(self) -> bool:
         """Whether a majority of the voters is running, unpaused, not under repair, and
-        connected to each other by clean links. Under kraft.version 1, while the leader's log
-        holds a voter set not committed yet, of both sets: the leader commits in its latest."""
-        voter_sets = [frozenset(self.voter_ids)]
-        if self.voter_checks is not None and self._leader is not None:
-            last = self.voter_checks.leader_sets(self._leader)[0].ids
-            if last != voter_sets[0]:
-                voter_sets.append(last)
-        healthy = [
-            v
-            for v in sorted(frozenset().union(*voter_sets))
-            if (node := self.nodes[v]).client is not None
-            and not node.paused
-            and node.log.repair_target is None
-        ]
-        if len(voter_sets) == 1:
-            if len(healthy) < self.majority:
-                return False
-            return any(
-                all(self._connected(a, b) for a, b in combinations(group, 2))
-                for group in combinations(healthy, self.majority)
-            )
+        connected to each other by clean links (under kraft.version 1: whether such a majority
+        can elect a leader, see :meth:`_electable`)."""
+        if self.voter_checks is not None:
+            return self._electable()
+        healthy = [v for v in self.voter_ids if self._healthy(self.nodes[v])]
+        if len(healthy) < self.majority:
+            return False
         return any(
-            all(len(voters & set(group)) > len(voters) // 2 for voters in voter_sets)
-            and all(self._connected(a, b) for a, b in combinations(group, 2))
-            for size in range(1, len(healthy) + 1)
-            for group in combinations(healthy, size)
+            all(self._connected(a, b) for a, b in combinations(group, 2))
+            for group in combinations(healthy, self.majority)
         )
+
+    @staticmethod
+    def _healthy(node: SimNode) -> bool:
+        return node.client is not None and not node.paused and node.log.repair_target is None
+
+    def _electable(self) -> bool:
+        """kraft.version 1: whether some healthy node is a voter of the latest set in its own
+        log and a majority of that set is healthy, connected to it, and holds no longer log
+        than it (so would vote for it). While a change is in flight the nodes may disagree on
+        the set (a removed voter holding the newest log votes for none of the others, and
+        stands for nothing): Raft then waits, and so does this invariant."""
+        checks = self.voter_checks
+        assert checks is not None
+        healthy = {i for i, node in self.nodes.items() if self._healthy(node)}
+        for candidate in sorted(healthy):
+            node = self.nodes[candidate]
+            timeline = checks.timelines.get(candidate)
+            last = None if timeline is None else timeline.last()
+            view = checks.latest if last is None else last[1]
+            if not view.is_voter(ReplicaKey(candidate, node.directory_id)):
+                continue
+            log = (node.log.last_fetched_epoch, node.log.log_end_offset)
+            supporters = sum(
+                1
+                for v in view.ids
+                if v in healthy
+                and (
+                    v == candidate
+                    or (
+                        self._connected(candidate, v)
+                        and (self.nodes[v].log.last_fetched_epoch, self.nodes[v].log.log_end_offset)
+                        <= log
+                    )
+                )
+            )
+            if supporters > len(view) // 2:
+                return True
+        return False
 
     def _connected(self, a: int, b: int) -> bool:
         network = self._network
