@@ -48,6 +48,7 @@ from kraft.protocol.messages import (
     Request,
     Response,
     UpdateRaftVoterRequest,
+    UpdateRaftVoterResponse,
     VoteRequest,
 )
 from kraft.raft.accumulator import AppendLock, BatchAccumulator
@@ -542,6 +543,7 @@ class KafkaRaftClient(Generic[T]):
     def _poll_leader(self, state: LeaderState[T], now: int) -> int:
         self._fire_leader_change()
         expired = state.check_quorum_expired(now)
+        until_change = self._reconfig.poll(state, now)  # answers a committed change first
         if self._reconfig.removed_self_committed(state):
             logger.info("epoch %d: this leader's removal committed; resigning", state.epoch)
             state.resign_requested = True
@@ -562,7 +564,6 @@ class KafkaRaftClient(Generic[T]):
             state.reset_begin_quorum_epoch_timer(now)
         until_heartbeat = state.begin_quorum_epoch_deadline_ms - now
         until_check_quorum = state.check_quorum_deadline_ms - now
-        until_change = self._reconfig.poll(state, now)
         return max(0, min(until_drain, until_heartbeat, until_check_quorum, until_change))
 
     def _poll_follower(self, state: FollowerState, now: int) -> int:
@@ -579,19 +580,22 @@ class KafkaRaftClient(Generic[T]):
                 )
                 self._transition_to_prospective(now)
                 return 0
-            backoff = fetcher.maybe_send_fetch_to_best_node(state, now)
+            backoff = self._reconfig.maybe_send_update_voter(state, now)
+            if backoff is None:
+                backoff = fetcher.maybe_send_fetch_to_best_node(state, now)
             return max(0, min(backoff, state.fetch_deadline_ms - now))
         if now >= state.fetch_deadline_ms:
-            # KIP-996: no answer from the leader for a fetch timeout, so pre-votes may be
-            # granted (an observer that candidates count as a new voter is asked for one).
-            state.has_fetched = False
             return fetcher.maybe_send_fetch_to_any_bootstrap(now)
         backoff = fetcher.maybe_send_fetch_to_best_node(state, now)
         return max(0, min(backoff, state.fetch_deadline_ms - now))
 
     def _send_next_fetch(self, state: FollowerState, now: int) -> None:
         """What ``_poll_follower`` does next if no timer has expired: send the next Fetch."""
-        if self._shutdown is None and now < state.fetch_deadline_ms:
+        if (
+            self._shutdown is None
+            and now < state.fetch_deadline_ms
+            and self._reconfig.maybe_send_update_voter(state, now) is None
+        ):
             self._fetcher.maybe_send_fetch_to_best_node(state, now)
 
     def _poll_candidate(self, state: CandidateState, now: int) -> int:
@@ -744,8 +748,9 @@ class KafkaRaftClient(Generic[T]):
         self._listeners.drop_uncommitted()
         # The HW can only move once a record of this epoch is replicated: write one now.
         message = leader.voter_set.leader_change(self.local_id, granting, self.kraft_version)
-        start = [message, *self.quorum.history.epoch_start_messages()]
-        accumulator.append_control_messages(start, self.clock.wall_ms())
+        # Kafka: voters known only from the bootstrap checkpoint go into the log with it.
+        bootstrap = self.quorum.history.bootstrap_control_messages()
+        accumulator.append_control_messages([message, *bootstrap], self.clock.wall_ms())
         self._after_transition(state)
         self._end_election(now)
         logger.info("epoch %d: elected leader (votes from %s)", leader.epoch, granting)
@@ -764,7 +769,7 @@ class KafkaRaftClient(Generic[T]):
     def _prospective_lost(self, state: ProspectiveState, now: int) -> None:
         """Pre-vote lost or timed out: follow a known leader, else Unattached, same epoch."""
         leader = state.leader_id
-        endpoints = self.quorum.current_leader_endpoints()
+        endpoints = self.quorum.current_leader_endpoints() if leader is not None else ()
         if leader is not None and endpoints:
             self._transition_to_follower(state.epoch, leader, endpoints, now)
         else:
@@ -871,8 +876,8 @@ class KafkaRaftClient(Generic[T]):
             )
             return
         kind = self._response_kinds.get(type(body))
-        if isinstance(body, ApiVersionsResponse):
-            ok = self._reconfig.handle_api_versions_response(response, body, now)
+        if isinstance(body, ApiVersionsResponse | UpdateRaftVoterResponse):
+            ok = self._reconfig.handle_response(response, body, now)
         elif kind is None:
             ok = False  # kraft sends no DescribeQuorum
         elif not int32_fields_in_range(body):

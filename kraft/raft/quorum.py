@@ -233,9 +233,9 @@ class QuorumState(Generic[T]):
     def current_leader_endpoints(self) -> Endpoints:
         """The endpoints this replica knows for its current leader (none without one)."""
         state = self.state
-        if isinstance(state, FollowerState) or (
-            isinstance(state, ProspectiveState) and state.leader_endpoints
-        ):
+        if isinstance(state, FollowerState):
+            return state.leader_endpoints
+        if isinstance(state, ProspectiveState) and state.leader_endpoints:
             return state.leader_endpoints
         leader = self.leader_id
         # Leader, Resigned, and a Prospective or Unattached replica that knows its leader:
@@ -390,11 +390,9 @@ class QuorumState(Generic[T]):
         assert self.local_id is not None
         leader_id: int | None = None
         voted: ReplicaKey | None = None
-        endpoints: Endpoints = ()
+        endpoints = self.current_leader_endpoints()
         if isinstance(state, UnattachedState | FollowerState):
             leader_id, voted = state.leader_id, state.voted_key
-        if isinstance(state, FollowerState):
-            endpoints = state.leader_endpoints
         elif isinstance(state, CandidateState):
             voted = self.local_key
         self._switch(
@@ -406,7 +404,7 @@ class QuorumState(Generic[T]):
                 voted,
                 self.voters,
                 self._election_deadline(now_ms),
-                leader_endpoints=endpoints,
+                leader_endpoints=endpoints if leader_id is not None else (),
             )
         )
         logger.info("epoch %d: Prospective (pre-vote)", self.epoch)

@@ -126,9 +126,7 @@ class UnattachedState(_Base):
 class ProspectiveState(_Base, _VoteTally):
     """KIP-996 pre-vote: asking whether an election could succeed, without bumping the epoch.
 
-    Keeps the leader id, its endpoints and the vote of the state it came from (Kafka's
-    ``ProspectiveState.leaderEndpoints``: a leader removed from the voter set has no
-    endpoints there); never persisted.
+    Keeps the leader id and vote of the state it came from; never persisted.
     """
 
     local_id: int
@@ -138,6 +136,8 @@ class ProspectiveState(_Base, _VoteTally):
     election_deadline_ms: int
     granting: set[int] = field(default_factory=set)
     rejecting: set[int] = field(default_factory=set)
+    #: The endpoints of ``leader_id`` the Follower state had (Kafka keeps them): a leader
+    #: no longer in the voter set (KIP-853) has none there.
     leader_endpoints: Endpoints = ()
 
     def __post_init__(self) -> None:

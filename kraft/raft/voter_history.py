@@ -146,16 +146,6 @@ class VoterHistory:
         value = self._versions.at(offset)
         return 0 if value is None else _as_int(value)
 
-    def epoch_start_messages(self) -> list[ControlMessage]:
-        """What a new leader writes after its LeaderChange record (Kafka's
-        ``LeaderState.appendStartOfEpochControlRecords``): while the voter set in force is the
-        bootstrap checkpoint's (filed at offset -1), the ``KRaftVersionRecord`` and the
-        ``VotersRecord``, so that replicas formatted without the checkpoint (``kraft storage
-        format --no-initial-controllers``) learn both from the log."""
-        if self.kraft_version == 0 or self.last_voter_set_offset != -1:
-            return []
-        return [KRaftVersionRecord(0, self.kraft_version), self.last_voter_set.to_record()]
-
     def snapshot_control_messages(self, snapshot_id: OffsetAndEpoch) -> list[ControlMessage]:
         """What a snapshot at ``snapshot_id`` writes after its header: under ``kraft.version``
         1, the ``KRaftVersionRecord`` and the ``VotersRecord`` in force at its last offset."""
@@ -164,6 +154,16 @@ class VoterHistory:
         if version == 0:
             return []
         return [KRaftVersionRecord(0, version), self.voter_set_at(last).to_record()]
+
+    def bootstrap_control_messages(self) -> list[ControlMessage]:
+        """What a new leader appends after its LeaderChange when the voters in force come
+        from the bootstrap checkpoint alone (their entry sits below offset 0): the
+        ``KRaftVersionRecord`` and ``VotersRecord``, so that replicas that never had the
+        checkpoint (a node formatted to join) learn them from the log, as in Kafka."""
+        offset = self.last_voter_set_offset
+        if offset is None or offset >= 0 or self.kraft_version < 1:
+            return []
+        return [KRaftVersionRecord(0, self.kraft_version), self.last_voter_set.to_record()]
 
     # -- following the log -----------------------------------------------------------------
     def appended(self, log: ReplicatedLog, base_offset: int, data: bytes | memoryview) -> bool:
