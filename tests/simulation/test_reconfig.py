@@ -20,7 +20,8 @@ from kraft.raft.voter_history import BOOTSTRAP_SNAPSHOT_ID, write_bootstrap_chec
 from kraft.raft.voter_set import VoterNode, VoterSet
 from kraft.record.control import control_batch
 from kraft.record.offsets import OffsetAndEpoch
-from kraft.simulation import Cluster, SimNode, read_events
+from kraft.simulation import Cluster, InvariantViolationError, SimNode, read_events
+from kraft.simulation.invariants import AVAILABILITY_MS
 from kraft.simulation.scenario import run_scenario
 from kraft.simulation.sweep import sweep
 from kraft.simulation.voters import VoterChecks, snapshot_voters
@@ -338,6 +339,34 @@ def test_a_removed_voter_that_leads_breaks_removed_never_leads() -> None:
     found(kept, voter)
     kept.became_leader(voter, problems)
     assert problems == []
+
+
+def test_availability_catches_an_electable_quorum_that_commits_nothing() -> None:
+    """kraft.version 1: the leader's state machine stops appending; a leader could be (and
+    is) elected, the workload runs, nothing commits."""
+    cluster = Cluster(seed=12, voters=3, kraft_version=1)
+    elected(cluster)
+    cluster.start_workload(100)
+    cluster.run_for(1_000)
+    leader = cluster.node(cluster.leader() or 0)
+    assert leader.counter is not None
+    leader.counter.writable_epoch = -1
+    with pytest.raises(InvariantViolationError) as caught:
+        cluster.run_for(AVAILABILITY_MS + 5_000)
+    assert caught.value.violation.invariant == "availability"
+
+
+def test_availability_asks_nothing_while_no_leader_can_be_elected() -> None:
+    """kraft.version 1: three voters cut off from one another for longer than the bound; no
+    node has a majority that would vote for it, so no commit is owed."""
+    cluster = Cluster(seed=13, voters=3, kraft_version=1)
+    elected(cluster)
+    cluster.start_workload(100)
+    cluster.partition({1}, {2}, {3})
+    cluster.run_for(AVAILABILITY_MS + 10_000)
+    cluster.heal()
+    cluster.run_for(10_000)
+    assert cluster.validate() == []
 
 
 def test_the_catalogue_event_details_are_in_the_analysis_schema(tmp_path: Path) -> None:
