@@ -184,7 +184,6 @@ class Cluster(FaultInjection):
         self.rand = random.Random(seed)
         self.clock = ManualClock(0, SIM_WALL_START_MS)
         initial_voters = tuple(range(1, voters + 1))
-        self._static_voters = initial_voters
         self.config = sim_config(initial_voters, config)
         self.network = SimNetwork(self.rand, network)
         self.snapshot_every = snapshot_every
