@@ -47,6 +47,7 @@ from kraft.protocol.messages import (
     RemoveRaftVoterRequest,
     Request,
     Response,
+    UpdateFeaturesRequest,
     UpdateRaftVoterRequest,
     UpdateRaftVoterResponse,
     VoteRequest,
@@ -229,6 +230,7 @@ class KafkaRaftClient(Generic[T]):
             AddRaftVoterRequest: self._reconfig.handle_add_voter,
             RemoveRaftVoterRequest: self._reconfig.handle_remove_voter,
             UpdateRaftVoterRequest: self._reconfig.handle_update_voter,
+            UpdateFeaturesRequest: self._reconfig.handle_update_features,
         }
         self._prologue = ResponsePrologue(
             self.quorum, self._maybe_transition, self._transition_to_follower

@@ -36,7 +36,16 @@ client does that (``KafkaRaftClient._poll_leader``).
 A follower that is a voter sends UpdateRaftVoter to its leader when the voter set holds other
 listeners or another ``kraft.version`` range for it than its own (it moved, or was upgraded):
 at once in a new epoch, then at most every :data:`UPDATE_VOTER_PERIOD_FACTOR` fetch timeouts,
-taking its turn on the connection to the leader before the next Fetch.
+taking its turn on the connection to the leader before the next Fetch. Under ``kraft.version``
+0 it sends it once per epoch: the static voter set has no directory ids, and the leader keeps
+what its voters tell it for an upgrade.
+
+Upgrading ``kraft.version`` 0 to 1 (UpdateFeatures, as ``kafka-features.sh upgrade --feature
+kraft.version=1``): once every static voter has told the leader its directory id, listeners
+and a ``kraft.version`` range that includes 1, the leader appends ``KRaftVersionRecord(1)``
+and the ``VotersRecord`` of those voters, and answers when they commit. Until every voter has,
+the answer is INVALID_UPDATE_VERSION naming the voters missing. A downgrade is refused
+(INVALID_UPDATE_VERSION), as in Kafka.
 """
 
 from __future__ import annotations
@@ -60,11 +69,14 @@ from kraft.protocol.messages import (
     ApiVersionsRequest,
     ApiVersionsResponse,
     Endpoint,
+    FeatureUpdateResult,
     LeaderIdAndEpoch,
     RemoveRaftVoterRequest,
     RemoveRaftVoterResponse,
     Response,
     SupportedFeature,
+    UpdateFeaturesRequest,
+    UpdateFeaturesResponse,
     UpdateRaftVoterRequest,
     UpdateRaftVoterResponse,
 )
@@ -75,6 +87,7 @@ from kraft.raft.requests import RequestManager
 from kraft.raft.rpc import directory_or_none, leader_node_endpoints, validate_leader_only
 from kraft.raft.states import NO_DEADLINE, Endpoints, FollowerState, ReplicaKey
 from kraft.raft.voter_set import VoterNode, VoterSet
+from kraft.record.control import KRaftVersionRecord
 
 __all__ = ["UPDATE_VOTER_PERIOD_FACTOR", "Reconfiguration", "api_versions_response"]
 
@@ -110,7 +123,7 @@ class _Refusal:
 class _Change:
     """The one change in progress: who asked, what for, and how far it got."""
 
-    kind: str  # "add", "remove"
+    kind: str  # "add", "remove", "upgrade"
     request: InboundRequest
     key: ReplicaKey
     endpoints: Endpoints
@@ -147,9 +160,13 @@ class Reconfiguration(Generic[T]):
         #: Without configured bootstrap servers an observer asks the voters it knows.
         self._bootstrap_from_voters = not config.bootstrap_servers
         self._changes_seen = -1
-        #: When this follower next compares its voter entry with itself; the epoch it did.
+        #: When this follower next compares its voter entry with itself; the epoch it did;
+        #: under kraft.version 0, the epoch in which its leader heard from it.
         self._update_due_ms = 0
         self._update_epoch = -1
+        self._reported_epoch = -1
+        #: The leader, under kraft.version 0: what each voter said in UpdateRaftVoter.
+        self._reported: dict[int, VoterNode] = {}
         requests.address_of = self.address_of
 
     # -- following the log -----------------------------------------------------------------
@@ -287,6 +304,8 @@ class Reconfiguration(Generic[T]):
         error = validate_leader_only(quorum, body.current_leader_epoch, self._shutting_down())
         if error is not None:
             return self._update_response(error)
+        if quorum.history.kraft_version == 0:
+            return self._update_response(self._record_report(body))
         checked = self._precheck(now)
         if isinstance(checked, _Refusal):
             return self._update_response(checked.error)
@@ -304,6 +323,17 @@ class Reconfiguration(Generic[T]):
             logger.info("updated voter %s: voter set %s at offset %d", key, updated, offset)
         return self._update_response(Errors.NONE)
 
+    def _record_report(self, body: UpdateRaftVoterRequest) -> Errors:
+        """Under kraft.version 0: keep what a static voter says of itself, for an upgrade."""
+        key = ReplicaKey(body.voter_id, directory_or_none(body.voter_directory_id))
+        if not self._quorum.voter_set.is_voter(key):
+            return Errors.VOTER_NOT_FOUND
+        if key.directory_id is None or not body.listeners:
+            return Errors.INVALID_REQUEST
+        versions = (body.min_supported_kraft_version, body.max_supported_kraft_version)
+        self._reported[key.id] = VoterNode(key, _endpoints(body.listeners), versions)
+        return Errors.NONE
+
     def _update_response(self, error: Errors) -> UpdateRaftVoterResponse:
         quorum = self._quorum
         leader = quorum.leader_id
@@ -313,6 +343,68 @@ class Reconfiguration(Generic[T]):
             node_endpoints=leader_node_endpoints(quorum),
         )
 
+    # -- upgrading kraft.version -------------------------------------------------------------
+    def handle_update_features(
+        self, request: InboundRequest, body: UpdateFeaturesRequest, now: int
+    ) -> Response | None:
+        """UpdateFeatures for ``kraft.version``: see the module docstring."""
+        checked = self._check_upgrade(body)
+        if isinstance(checked, _Refusal):
+            return _features_response(checked.error, checked.message or None)
+        state, target, voters = checked
+        if body.validate_only:
+            return _features_response(Errors.NONE, None)
+        timeout = body.timeout_ms if body.timeout_ms > 0 else self._config.request_timeout_ms
+        quorum = self._quorum
+        change = _Change("upgrade", request, quorum.local_key or ReplicaKey(-1), (), now + timeout)
+        change.offset = state.accumulator.append_control_messages(
+            [KRaftVersionRecord(0, target), voters.to_record()], self._clock.wall_ms()
+        )
+        self._pending = change
+        logger.info("kraft.version -> %d with voters %s", target, voters)
+        return None
+
+    def _check_upgrade(  # noqa: PLR0911 -- one return per rule, in order
+        self, body: UpdateFeaturesRequest
+    ) -> _Refusal | tuple[LeaderState[T], int, VoterSet]:
+        updates = body.feature_updates
+        if len(updates) != 1 or updates[0].feature != KRAFT_VERSION_FEATURE:
+            names = [u.feature for u in updates]
+            why = f"kraft finalizes only kraft.version, not {names}"
+            return _Refusal(Errors.INVALID_UPDATE_VERSION, why)
+        target = updates[0].max_version_level
+        state = self._quorum.state
+        current = self._quorum.history.kraft_version
+        if not isinstance(state, LeaderState):
+            return _Refusal(Errors.NOT_LEADER_OR_FOLLOWER, "not the leader")
+        if target == current:
+            return _Refusal(Errors.NONE, "")
+        if not current < target <= _KRAFT_RANGE[1]:
+            why = f"kraft.version {current} cannot become {target} (no downgrade)"
+            return _Refusal(Errors.INVALID_UPDATE_VERSION, why)
+        if self._shutting_down() or self._pending is not None or state.high_watermark is None:
+            return _Refusal(Errors.REQUEST_TIMED_OUT, "the leader is not ready for a change")
+        voters = self._upgraded_voters(target)
+        if isinstance(voters, str):
+            return _Refusal(Errors.INVALID_UPDATE_VERSION, voters)
+        return state, target, voters
+
+    def _upgraded_voters(self, target: int) -> VoterSet | str:
+        """The voter set an upgrade writes, from what each static voter reported (the
+        leader from itself), or why there is none yet."""
+        quorum = self._quorum
+        local = quorum.local_key
+        reported = dict(self._reported)
+        if local is not None and local.directory_id is not None and quorum.local_endpoints:
+            reported[local.id] = VoterNode(local, quorum.local_endpoints, _KRAFT_RANGE)
+        missing = sorted(v for v in quorum.voters if v not in reported)
+        if missing:
+            return f"voters {missing} have not reported their directory id and listeners yet"
+        unable = sorted(v for v in quorum.voters if not reported[v].supports(target))
+        if unable:
+            return f"voters {unable} do not support kraft.version {target}"
+        return VoterSet({v: reported[v] for v in quorum.voters})
+
     # -- the follower's UpdateRaftVoter -----------------------------------------------------
     def maybe_send_update_voter(self, state: FollowerState, now: int) -> int | None:
         """Send UpdateRaftVoter to the leader if this voter's entry is out of date and it is
@@ -320,7 +412,7 @@ class Reconfiguration(Generic[T]):
         quorum = self._quorum
         if state.epoch != self._update_epoch:
             self._update_epoch, self._update_due_ms = state.epoch, now
-        if now < self._update_due_ms or not self._needs_update():
+        if now < self._update_due_ms or not self._needs_update(state.epoch):
             return None
         leader = state.leader_id
         if not self._requests.is_ready(leader, now):
@@ -339,10 +431,12 @@ class Reconfiguration(Generic[T]):
         logger.info("telling leader %d this voter's listeners %s", leader, request.listeners)
         return self._requests.maybe_send(self._channel, leader, lambda _dest: request, now)
 
-    def _needs_update(self) -> bool:
+    def _needs_update(self, epoch: int) -> bool:
         quorum = self._quorum
-        if quorum.history.kraft_version < 1 or not quorum.local_endpoints or not quorum.is_voter:
+        if not quorum.local_endpoints or not quorum.is_voter:
             return False
+        if quorum.history.kraft_version < 1:
+            return quorum.local_directory_id is not None and self._reported_epoch != epoch
         assert quorum.local_id is not None
         node = quorum.voter_set.node(quorum.local_id)
         return node is not None and (
@@ -364,6 +458,7 @@ class Reconfiguration(Generic[T]):
         if body.error_code != Errors.NONE:
             logger.info("UpdateRaftVoter answered %s", Errors.from_code(body.error_code).name)
             return False
+        self._reported_epoch = self._quorum.epoch
         return True
 
     def _handle_api_versions_response(
@@ -434,6 +529,7 @@ class Reconfiguration(Generic[T]):
 
     def leadership_lost(self) -> None:
         """Leadership ended: a pending change is answered NOT_LEADER_OR_FOLLOWER."""
+        self._reported.clear()
         if self._pending is not None:
             self._finish(Errors.NOT_LEADER_OR_FOLLOWER, "leadership moved")
 
@@ -451,8 +547,18 @@ class Reconfiguration(Generic[T]):
             )
         if change.kind == "add":
             self._respond(change.request, _add_response(error, message))
-        else:
+        elif change.kind == "remove":
             self._respond(change.request, _remove_response(error, message))
+        else:
+            self._respond(change.request, _features_response(error, message))
+
+
+def _features_response(error: Errors, message: str | None) -> UpdateFeaturesResponse:
+    return UpdateFeaturesResponse(
+        error_code=error,
+        error_message=message,
+        results=(FeatureUpdateResult(KRAFT_VERSION_FEATURE, error, message),),
+    )
 
 
 def _add_response(error: Errors, message: str | None) -> AddRaftVoterResponse:
