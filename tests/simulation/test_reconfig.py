@@ -369,6 +369,17 @@ def test_availability_asks_nothing_while_no_leader_can_be_elected() -> None:
     assert cluster.validate() == []
 
 
+def test_a_reconfiguration_seed_replays_byte_for_byte(tmp_path: Path) -> None:
+    """New nodes, directory ids, admin requests and answers: all from the seed."""
+    first = run_scenario("rolling_replacement", 3, tmp_path / "a", scenario_dir=SIMULATIONS)
+    second = run_scenario("rolling_replacement", 3, tmp_path / "b", scenario_dir=SIMULATIONS)
+    assert first.ok and first.digest == second.digest
+    assert (tmp_path / "a" / "events.jsonl").read_bytes() == (
+        tmp_path / "b" / "events.jsonl"
+    ).read_bytes()
+    assert run_scenario("rolling_replacement", 4, scenario_dir=SIMULATIONS).digest != first.digest
+
+
 def test_the_catalogue_event_details_are_in_the_analysis_schema(tmp_path: Path) -> None:
     assert run_scenario("remove_leader", 1, tmp_path / "run", scenario_dir=SIMULATIONS).ok
     keys = {
