@@ -218,6 +218,22 @@ def test_a_voters_record_applies_once_appended_and_a_truncation_rolls_it_back() 
     assert history.last_voter_set == voter_set(1, 2)
 
 
+def test_an_uncommitted_record_at_the_log_start_rolls_back_to_the_checkpoint() -> None:
+    """The first leader writes its VotersRecord at offset 0, the log start; a sync must not
+    forget the bootstrap checkpoint's set under it, so that truncating the uncommitted record
+    (a new leader's log wins) restores the checkpoint's set, not the static one."""
+    log = MemoryLog()
+    write_bootstrap_checkpoint(log, 1, voter_set(1, 2), timestamp_ms=0)
+    history = from_scratch(log)
+    offset, data = append_voters(log, voter_set(1, 2, 3))
+    history.appended(log, offset, data)
+    history.sync(log)  # every poll
+    log.truncate_to(0)
+    assert history.truncated(0)
+    assert history.last_voter_set == voter_set(1, 2)
+    assert history.kraft_version == 1
+
+
 def test_appended_sees_what_sync_reads() -> None:
     """The hot path (``appended``, handed the bytes just appended) and the safety net
     (``sync``, reading the log) agree, data batches and control batches alike."""
@@ -354,9 +370,10 @@ def test_the_history_always_equals_a_fresh_read_of_the_log(
 ) -> None:
     """Whatever is appended, truncated, committed and snapshotted, in any order, the history
     followed with ``appended`` / ``truncated`` (when ``report``) and ``sync`` holds what a
-    new history reading the log from scratch holds. Without the bootstrap checkpoint the log
-    starts at kraft.version 0 (the static set) and the first VotersRecord comes with the
-    upgrade's KRaftVersionRecord(1), in one batch, as the leader writes an upgrade."""
+    new history reading the log from scratch holds (the client syncs on every poll, so a
+    truncation it did not report is synced before the next append). Without the bootstrap
+    checkpoint the log starts at kraft.version 0 (the static set) and the first VotersRecord
+    comes with the upgrade's KRaftVersionRecord(1), in one batch, as the leader writes it."""
     static = VoterSet.from_static(voter_endpoints((1, 2, 3)))
     log = MemoryLog()
     if bootstrap:
@@ -388,6 +405,11 @@ def test_the_history_always_equals_a_fresh_read_of_the_log(
             log.truncate_to(end)
             if report:
                 history.truncated(end)
+            else:
+                # The history learns of a truncation it was not told of from the log's shorter
+                # end, by the next poll's sync -- before anything is appended again (it reads
+                # offsets, not bytes).
+                history.sync(log)
         elif op == "commit":
             assert isinstance(arg, int)
             log.update_high_watermark(min(max(arg, log.high_watermark), log.log_end_offset))
@@ -401,12 +423,19 @@ def test_the_history_always_equals_a_fresh_read_of_the_log(
     history.sync(log)
     fresh = from_scratch(log, static)
     assert history.last_voter_set == fresh.last_voter_set
-    assert history.last_voter_set_offset == fresh.last_voter_set_offset
+    # Where the set in force was learned: below the log start, a snapshot (or the bootstrap
+    # checkpoint) -- the same set whichever of those the history read it from.
+    assert _learned_at(history, log) == _learned_at(fresh, log)
     assert history.kraft_version == fresh.kraft_version
     assert history.next_offset == fresh.next_offset == log.log_end_offset
     for offset in range(log.log_start_offset - 1, log.log_end_offset + 1):
         assert history.voter_set_at(offset) == fresh.voter_set_at(offset), offset
         assert history.kraft_version_at(offset) == fresh.kraft_version_at(offset), offset
+
+
+def _learned_at(history: VoterHistory, log: MemoryLog) -> int | None:
+    offset = history.last_voter_set_offset
+    return None if offset is None else max(offset, log.log_start_offset - 1)
 
 
 def _truncation_point(log: MemoryLog, pick: int) -> int | None:
