@@ -242,6 +242,12 @@ class RaftTestContext(Generic[T]):
     def log_end_offset(self) -> int:
         return self.log.log_end_offset
 
+    @property
+    def voter_set(self) -> VoterSet:
+        """The voter set the client uses now: the latest in its log, committed or not
+        (KIP-853), or the static one."""
+        return self.client.voter_set
+
     def stored_state(self) -> ElectionState | None:
         """What the quorum-state store holds now."""
         return self.store.read_election_state()
@@ -366,23 +372,28 @@ class RaftTestContext(Generic[T]):
         return request
 
     def advance_leader_high_watermark_to_log_end(self) -> int:
-        """As the local leader, have a majority of the other voters fetch at its log end, so
-        the high watermark reaches it; return the high watermark."""
+        """As the local leader, have a majority of the other voters (of the voter set in
+        force) fetch at its log end, so the high watermark reaches it; return the high
+        watermark."""
         client = self.client
         if not client.is_leader:
             raise AssertionError(f"not the leader: {client!r}")
         self.poll_until_idle()  # drain what the accumulator holds
-        others = [v for v in sorted(self.config.voter_ids) if v != client.local_id]
-        needed = len(self.config.voter_ids) // 2
-        for voter in others[:needed]:
+        voters = self.client.voter_set
+        others = [v for v in sorted(voters.ids) if v != client.local_id]
+        for voter in others[: len(voters) // 2]:
+            key = voters.key(voter)
+            directory = None if key is None else key.directory_id
             self.deliver_request(
                 self.fetch_request(
                     client.epoch,
                     voter,
                     self.log.log_end_offset,
                     self.log.last_fetched_epoch,
+                    replica_directory_id=directory,
                 ),
                 voter,
+                source_directory_id=directory or ZERO_UUID,
             )
             self.poll()
         self.sent_responses(FetchResponse)
@@ -570,8 +581,6 @@ class RaftClientBuilder(Generic[T]):
         for values, bound in self.random_draws:
             rand.queue_draws(*values, bound=bound)
         directory, endpoints = self._local_identity()
-        # Only a KIP-853 context names its endpoints; every other keeps the client's default.
-        identity: dict[str, Any] = {} if endpoints is None else {"local_endpoints": endpoints}
         client: KafkaRaftClient[T] = KafkaRaftClient(
             local_id=self.local_id,
             local_directory_id=directory,
@@ -584,7 +593,7 @@ class RaftClientBuilder(Generic[T]):
             rand=rand,
             serde=self.serde,
             cluster_id=self.cluster_id,
-            **identity,
+            local_endpoints=() if endpoints is None else endpoints,
         )
         if initialize:
             client.initialize()

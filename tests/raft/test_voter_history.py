@@ -331,9 +331,10 @@ def test_old_entries_are_dropped_once_the_log_start_passes_them() -> None:
     assert history.voter_set_at(1) == voter_set(1, 2, 3)
     assert len(history._voters._offsets) == 5  # the bootstrap's, then one per record
 
-    # The log start moves to offset 3 (a snapshot there): the entries before the one in force
-    # at 3 (offset 2's) are dropped.
+    # The log start moves to offset 3 (a snapshot there): by the sync after the next append,
+    # the entries before the one in force at 3 (offset 2's) are dropped.
     snapshot_over(log, 3, 1, [KRaftVersionRecord(0, 1), voter_set(2, 3).to_record()])
+    append_data(log)
     assert not history.sync(log)  # nothing in force changed
     assert history.voter_set_at(1) != voter_set(1, 2, 3)  # forgotten
     assert history.voter_set_at(3) == voter_set(2, 3)
