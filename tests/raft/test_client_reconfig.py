@@ -1,0 +1,842 @@
+"""Dynamic voters (KIP-853) at the client: the scenarios of Kafka's
+``KafkaRaftClientReconfigTest``, in kraft's words.
+
+Under kraft.version 1 the voters live in the log: the bootstrap checkpoint (snapshot 0-0,
+written by ``kraft storage format``) holds the first set, each change is a ``VotersRecord``
+that applies from the moment it is appended, and the leader changes the set one voter at a
+time -- AddRaftVoter (the new voter must be a caught-up observer that supports kraft.version 1,
+asked with ApiVersions), RemoveRaftVoter, UpdateRaftVoter -- answering once the new set has
+committed the change (Kafka's ``AddVoterHandler``, ``RemoveVoterHandler``,
+``UpdateVoterHandler``).
+
+Every context here is replica 1 with the voter set of the bootstrap checkpoint and no static
+voters (``RaftClientBuilder.with_bootstrap_voters``); replica ``n`` has the directory id
+``replica_key(n)`` gives it and listens on ``CONTROLLER`` at localhost:9990+n.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from kraft.protocol.errors import Errors
+from kraft.protocol.messages import (
+    AddRaftVoterResponse,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    Endpoint,
+    FetchRequest,
+    FetchResponse,
+    FetchSnapshotRequest,
+    LeaderIdAndEpoch,
+    RemoveRaftVoterResponse,
+    UpdateRaftVoterResponse,
+    VoteRequest,
+)
+from kraft.raft.states import ReplicaKey
+from kraft.raft.voter_set import VoterSet
+from kraft.record.batch import SimpleRecord, iter_batches
+from kraft.record.control import (
+    ControlRecordType,
+    KRaftVersionRecord,
+    VotersRecord,
+    control_batch,
+    control_records,
+    encode_control_key,
+    encode_control_value,
+)
+from kraft.record.offsets import OffsetAndEpoch
+from kraft.testing import RaftClientBuilder, RaftTestContext
+from kraft.testing.context import ADMIN_ID
+from kraft.testing.messages import (
+    add_voter_request,
+    api_versions_response,
+    fetch_response,
+    listeners_of,
+    remove_voter_request,
+    replica_key,
+    update_voter_request,
+    vote_response,
+    voter_set,
+)
+
+LOCAL = 1
+#: A directory id no replica of these tests has: another disk under a voter's id.
+OTHER_DISK = uuid.UUID(int=0xBAD)
+#: The epoch the leader contexts start from; ``become_leader`` wins the next one.
+START_EPOCH = 3
+
+
+def leader(*voters: int, fenced: bool = True, **config: int) -> RaftTestContext[bytes]:
+    """Replica 1 leads the bootstrap voter set ``voters`` in epoch 4. With ``fenced`` the
+    lowest other voter has fetched at the log end, so the leader has a high watermark in its
+    epoch (the previous leaders are fenced: a change may begin)."""
+    context: RaftTestContext[bytes] = (
+        RaftClientBuilder(LOCAL, voters=())
+        .with_bootstrap_voters(voter_set(*voters))
+        .with_unknown_leader(START_EPOCH)
+        .with_config(**config)
+        .build()
+    )
+    epoch = context.become_leader()
+    assert (context.role, epoch) == ("Leader", START_EPOCH + 1)
+    context.sent_requests()
+    if fenced and len(voters) > 1:
+        context.fetch_at_log_end(min(v for v in voters if v != LOCAL))
+        assert context.high_watermark == context.log_end_offset
+    return context
+
+
+def static_leader(*voters: int) -> RaftTestContext[bytes]:
+    """Replica 1 leads the static (kraft.version 0) voter set ``voters``, fenced."""
+    context: RaftTestContext[bytes] = (
+        RaftClientBuilder(LOCAL, voters)
+        .with_local_directory_id(replica_key(LOCAL).directory_id or uuid.uuid4())
+        .with_unknown_leader(START_EPOCH)
+        .build()
+    )
+    context.become_leader()
+    context.sent_requests()
+    context.fetch_at_log_end(2)
+    return context
+
+
+def ask_api_versions(context: RaftTestContext[bytes], replica: int) -> int:
+    """Poll until the leader asks ``replica`` for its ApiVersions (at the listener the
+    AddRaftVoter named); return the request's correlation id."""
+    sent = context.poll_until_request(ApiVersionsRequest)
+    assert len(sent) == 1, sent
+    assert sent[0].destination == replica
+    assert sent[0].destination_address == ("localhost", 9990 + replica)
+    return sent[0].correlation_id
+
+
+def start_add(context: RaftTestContext[bytes], replica: int, **fields: Any) -> int:
+    """Deliver an admin's AddRaftVoter for ``replica``, answer the leader's ApiVersions with
+    kraft.version 0..1, and poll until idle: the VotersRecord is appended. Returns the
+    AddRaftVoter's correlation id."""
+    correlation_id = context.deliver_request(add_voter_request(replica, **fields), ADMIN_ID)
+    context.deliver_response(ask_api_versions(context, replica), api_versions_response(), replica)
+    context.poll_until_idle()
+    return correlation_id
+
+
+def start_remove(context: RaftTestContext[bytes], replica: int) -> int:
+    correlation_id = context.deliver_request(remove_voter_request(replica), ADMIN_ID)
+    context.poll_until_idle()
+    return correlation_id
+
+
+def add_error(context: RaftTestContext[bytes], replica: int | None = None, **fields: Any) -> int:
+    """The error an AddRaftVoter for ``replica`` gets, answering the leader's ApiVersions with
+    kraft.version 0..1 if it asks."""
+    replica = 3 if replica is None else replica
+    correlation_id = context.deliver_request(add_voter_request(replica, **fields), ADMIN_ID)
+    context.poll_until_idle()
+    for request in context.sent_requests(ApiVersionsRequest):
+        context.deliver_response(request, api_versions_response())
+        context.poll_until_idle()
+    response = context.response_to(correlation_id, AddRaftVoterResponse)
+    assert response is not None, "AddRaftVoter not answered"
+    return response.error_code
+
+
+def remove_error(context: RaftTestContext[bytes], replica: int) -> int:
+    response = context.admin_call(remove_voter_request(replica), RemoveRaftVoterResponse)
+    assert response is not None, "RemoveRaftVoter not answered"
+    return response.error_code
+
+
+def voters_record(voters: VoterSet) -> SimpleRecord:
+    """The VotersRecord of ``voters`` as a control record for ``append_to_log(control=True)``."""
+    return SimpleRecord(
+        key=encode_control_key(ControlRecordType.KRAFT_VOTERS),
+        value=encode_control_value(voters.to_record()),
+    )
+
+
+def control_kinds(data: bytes | memoryview) -> list[list[ControlRecordType]]:
+    """The control record types of each control batch in ``data`` (data batches: [])."""
+    return [
+        [kind for kind, _ in control_records(batch)] if batch.is_control else []
+        for batch in iter_batches(data, verify_crc=False)
+    ]
+
+
+# =============================================================================================
+# The bootstrap checkpoint
+# =============================================================================================
+def test_a_bootstrapped_voter_elects_itself_among_the_checkpoint_voters() -> None:
+    """KIP-853: with no static voters, the bootstrap checkpoint's VotersRecord is the voter
+    set; the replica asks exactly those voters for votes and leads them under kraft.version 1."""
+    context: RaftTestContext[bytes] = (
+        RaftClientBuilder(LOCAL, voters=())
+        .with_bootstrap_voters(voter_set(1, 2, 3))
+        .with_unknown_leader(START_EPOCH)
+        .build()
+    )
+    assert context.client.is_voter and context.client.kraft_version == 1
+    assert context.client.voter_ids == frozenset({1, 2, 3})
+    context.expire_election_timeout()
+    sent = context.poll_until_request(VoteRequest)
+    assert sorted(r.destination for r in sent) == [2, 3]
+    assert {r.destination_address for r in sent} == {("localhost", 9992), ("localhost", 9993)}
+    request = sent[0].body
+    assert isinstance(request, VoteRequest)
+    context.deliver_response(sent[0], vote_response(request.replica_epoch, granted=True))
+    context.poll_until_idle()
+    assert context.epoch == START_EPOCH + 1  # the pre-vote, then the real vote's epoch
+    assert context.client.voter_set == voter_set(1, 2, 3)
+
+
+def test_a_kraft_version_0_leader_writes_no_voter_records() -> None:
+    """Kafka's ``testLeaderDoesNotBootstrapRecordsWithKraftVersion0``: static voters, the
+    LeaderChange record alone."""
+    context = static_leader(1, 2)
+    assert control_kinds(context.log.read(0).records)[0] == [ControlRecordType.LEADER_CHANGE]
+    assert context.client.kraft_version == 0
+
+
+def test_the_bootstrap_checkpoint_is_not_offered_to_a_fetcher() -> None:
+    """Kafka's ``testBootstrapCheckpointIsNotReturnedOnFetch``: a follower fetching from
+    offset 0 gets the log, not snapshot 0-0."""
+    context = leader(1, 2, fenced=False)
+    context.deliver_request(context.fetch_request(context.epoch, 2, 0, 0), 2)
+    context.poll()
+    response = context.single_sent_response(FetchResponse)
+    assert response.partition_error_code == Errors.NONE
+    assert response.snapshot_id is None or response.snapshot_id.end_offset < 0
+    assert response.records
+
+
+def test_a_follower_does_not_download_the_bootstrap_checkpoint() -> None:
+    """Kafka's ``testFollowerDoesNotRequestLeaderBootstrapSnapshot``: told to fetch snapshot
+    0-0, a follower that holds it already keeps fetching the log from offset 0."""
+    context: RaftTestContext[bytes] = (
+        RaftClientBuilder(LOCAL, voters=())
+        .with_bootstrap_voters(voter_set(1, 2))
+        .with_elected_leader(1, 2)
+        .build()
+    )
+    sent = context.poll_until_request(FetchRequest)
+    context.deliver_response(
+        sent[0], fetch_response(1, 2, snapshot_id=OffsetAndEpoch(0, 0), high_watermark=0)
+    )
+    context.poll()
+    assert context.sent_requests(FetchSnapshotRequest) == []
+    sent = context.poll_until_request(FetchRequest)
+    body = sent[0].body
+    assert isinstance(body, FetchRequest)
+    assert (body.fetch_offset, body.last_fetched_epoch) == (0, 0)
+
+
+def test_a_follower_applies_a_fetched_voters_record_before_it_commits() -> None:
+    """Kafka's ``testFollowerReadsKRaftBootstrapRecords``: the VotersRecord a follower
+    appends is its voter set at once, committed or not."""
+    context: RaftTestContext[bytes] = (
+        RaftClientBuilder(LOCAL, voters=())
+        .with_bootstrap_voters(voter_set(1, 2))
+        .with_elected_leader(5, 2)
+        .build()
+    )
+    sent = context.poll_until_request(FetchRequest)
+    assert context.client.voter_ids == frozenset({1, 2})
+    records = control_batch(
+        0, 5, [KRaftVersionRecord(0, 1), voter_set(1, 2, 3).to_record()], timestamp_ms=0
+    )
+    context.deliver_response(sent[0], fetch_response(5, 2, records, high_watermark=0))
+    context.poll()
+    assert context.log_end_offset == 2 and context.high_watermark == 0
+    assert context.client.voter_ids == frozenset({1, 2, 3})
+
+
+# =============================================================================================
+# AddRaftVoter
+# =============================================================================================
+def test_add_voter() -> None:
+    """Kafka's ``testAddVoter``: a caught-up observer that supports kraft.version 1 is added;
+    the VotersRecord applies once appended, and the answer (NONE) waits until the new set
+    has committed it -- here the new voter's own fetch makes the majority of {1, 2, 3}."""
+    context = leader(1, 2)
+    assert not context.client.voter_set.is_voter(replica_key(3))
+    context.fetch_at_log_end(3)  # the observer is caught up
+    correlation_id = start_add(context, 3)
+
+    assert context.client.voter_set == voter_set(1, 2, 3)
+    assert context.high_watermark is not None
+    assert context.high_watermark < context.log_end_offset  # not committed yet...
+    assert context.response_to(correlation_id, AddRaftVoterResponse) is None  # ...not answered
+
+    context.fetch_at_log_end(3)  # 1 and 3 are a majority of the new set
+    assert context.high_watermark == context.log_end_offset
+    context.poll_until_idle()
+    response = context.response_to(correlation_id, AddRaftVoterResponse)
+    assert response is not None and response.error_code == Errors.NONE
+
+
+def test_add_voter_acknowledged_on_append() -> None:
+    """KIP-1186: with ``ack_when_committed`` false the leader answers NONE once the
+    VotersRecord is appended, before it commits."""
+    context = leader(1, 2)
+    context.fetch_at_log_end(3)
+    correlation_id = start_add(context, 3, ack_when_committed=False)
+    assert context.high_watermark is not None
+    assert context.high_watermark < context.log_end_offset
+    response = context.response_to(correlation_id, AddRaftVoterResponse)
+    assert response is not None and response.error_code == Errors.NONE
+    assert context.client.voter_set == voter_set(1, 2, 3)
+
+
+def test_add_voter_appends_the_new_set_at_the_log_end() -> None:
+    """KIP-853: the change is one VotersRecord: the whole new set, the new voter with the
+    listeners the request named and the kraft.version range its ApiVersions reported."""
+    context = leader(1, 2)
+    context.fetch_at_log_end(3)
+    end = context.log_end_offset
+    start_add(context, 3)
+    batches = list(iter_batches(context.log.read(end).records, verify_crc=False))
+    records = [m for b in batches if b.is_control for _, m in control_records(b)]
+    voters = [m for m in records if isinstance(m, VotersRecord)]
+    assert len(voters) == 1
+    added = VoterSet.from_record(voters[0])
+    assert added.keys == (replica_key(1), replica_key(2), replica_key(3))
+    node = added.node(3)
+    assert node is not None
+    assert node.endpoints == (("CONTROLLER", "localhost", 9993),)
+    assert node.supported_kraft_versions == (0, 1)
+
+
+def test_add_voter_under_kraft_version_0_is_unsupported() -> None:
+    """Kafka's ``testAddVoterWithKraftVersion0``: static voters cannot change."""
+    context = static_leader(1, 2)
+    context.fetch_at_log_end(3)
+    assert add_error(context) == Errors.UNSUPPORTED_VERSION
+
+
+def test_add_an_existing_voter_is_a_duplicate() -> None:
+    """Kafka's ``testAddVoterWithExistingVoter``: DUPLICATE_VOTER, whatever its directory."""
+    context = leader(1, 2)
+    context.fetch_at_log_end(2)
+    assert add_error(context, 2) == Errors.DUPLICATE_VOTER
+    assert context.client.voter_set == voter_set(1, 2)
+
+
+def test_add_voter_on_a_replica_that_does_not_lead() -> None:
+    """Kafka's ``testAddVoterToNotLeader``: NOT_LEADER_OR_FOLLOWER."""
+    context: RaftTestContext[bytes] = (
+        RaftClientBuilder(LOCAL, voters=())
+        .with_bootstrap_voters(voter_set(1, 2))
+        .with_unknown_leader(START_EPOCH)
+        .build()
+    )
+    assert add_error(context) == Errors.NOT_LEADER_OR_FOLLOWER
+    follower: RaftTestContext[bytes] = (
+        RaftClientBuilder(LOCAL, voters=())
+        .with_bootstrap_voters(voter_set(1, 2))
+        .with_elected_leader(START_EPOCH, 2)
+        .build()
+    )
+    assert add_error(follower) == Errors.NOT_LEADER_OR_FOLLOWER
+
+
+def test_add_voter_that_never_fetched_times_out() -> None:
+    """Kafka's ``testAddVoterWithLaggingNewVoter``: a replica that is not a caught-up observer
+    is not added (REQUEST_TIMED_OUT) and the voter set is unchanged."""
+    context = leader(1, 2)
+    assert add_error(context) == Errors.REQUEST_TIMED_OUT
+    assert context.client.voter_set == voter_set(1, 2)
+
+
+def test_add_voter_that_lags_times_out() -> None:
+    """A new voter must have fetched up to the leader's log end."""
+    context = leader(1, 2)
+    context.deliver_request(
+        context.fetch_request(
+            context.epoch, 3, 0, 0, replica_directory_id=replica_key(3).directory_id
+        ),
+        3,
+    )
+    context.poll()
+    context.sent_responses()
+    assert add_error(context) == Errors.REQUEST_TIMED_OUT
+    assert context.client.voter_set == voter_set(1, 2)
+
+
+def test_add_voter_before_the_leader_committed_in_its_epoch() -> None:
+    """Kafka's ``testAddVoterWithoutFencedPreviousLeaders``: until a record of its epoch is
+    committed the leader may not know the latest voter set; REQUEST_TIMED_OUT."""
+    context = leader(1, 2, fenced=False)
+    context.fetch_at_log_end(3)
+    assert context.high_watermark is None
+    assert add_error(context) == Errors.REQUEST_TIMED_OUT
+
+
+def test_add_voter_while_another_add_is_pending() -> None:
+    """Kafka's ``testAddVoterWithPendingAddVoter``: one change at a time."""
+    context = leader(1, 2)
+    context.fetch_at_log_end(3)
+    context.fetch_at_log_end(4)
+    first = context.deliver_request(add_voter_request(3), ADMIN_ID)
+    ask_api_versions(context, 3)  # the first change waits for the answer
+    assert add_error(context, 4) == Errors.REQUEST_TIMED_OUT
+    assert context.response_to(first, AddRaftVoterResponse) is None
+
+
+def test_add_voter_while_a_removal_is_uncommitted() -> None:
+    """Kafka's ``testAddVoterWithPendingRemoveVoter``: a VotersRecord not committed yet
+    blocks the next change."""
+    context = leader(1, 2, 3)
+    start_remove(context, 3)
+    assert context.client.voter_ids == frozenset({1, 2})
+    context.fetch_at_log_end(4)
+    assert add_error(context, 4) == Errors.REQUEST_TIMED_OUT
+
+
+def test_add_voter_whose_api_versions_lack_kraft_version_1() -> None:
+    """Kafka's ``testAddVoterInvalidFeatureVersion``: a replica that cannot read a
+    VotersRecord is refused with INVALID_REQUEST."""
+    for kraft_versions in [(0, 0), None]:
+        context = leader(1, 2)
+        context.fetch_at_log_end(3)
+        correlation_id = context.deliver_request(add_voter_request(3), ADMIN_ID)
+        context.deliver_response(
+            ask_api_versions(context, 3), api_versions_response(kraft_versions), 3
+        )
+        context.poll_until_idle()
+        response = context.response_to(correlation_id, AddRaftVoterResponse)
+        assert response is not None and response.error_code == Errors.INVALID_REQUEST
+        assert context.client.voter_set == voter_set(1, 2)
+
+
+def test_add_voter_whose_api_versions_failed() -> None:
+    """Kafka's ``testAddVoterWithApiVersionsFromIncorrectNode``: an ApiVersions error ends
+    the change with REQUEST_TIMED_OUT."""
+    context = leader(1, 2)
+    context.fetch_at_log_end(3)
+    correlation_id = context.deliver_request(add_voter_request(3), ADMIN_ID)
+    context.deliver_response(
+        ask_api_versions(context, 3), api_versions_response(error=Errors.INVALID_REQUEST), 3
+    )
+    context.poll_until_idle()
+    response = context.response_to(correlation_id, AddRaftVoterResponse)
+    assert response is not None and response.error_code == Errors.REQUEST_TIMED_OUT
+    assert context.client.voter_set == voter_set(1, 2)
+
+
+def test_add_voter_without_a_directory_id() -> None:
+    """Kafka's ``testAddVoterWithMissingDirectoryId``: a KIP-853 voter has a directory id;
+    INVALID_REQUEST."""
+    context = leader(1, 2)
+    context.fetch_at_log_end(3)
+    error = add_error(context, replica_key(3, directory=False))  # type: ignore[arg-type]
+    assert error == Errors.INVALID_REQUEST
+
+
+def test_add_voter_times_out_when_the_new_set_does_not_commit() -> None:
+    """Kafka's ``testAddVoterTimeout``: REQUEST_TIMED_OUT after the timeout; the appended
+    VotersRecord stays in force (uncommitted)."""
+    context = leader(1, 2)
+    timeout = context.config.request_timeout_ms
+    context.fetch_at_log_end(3)
+    correlation_id = start_add(context, 3, timeout_ms=timeout)
+    assert context.response_to(correlation_id, AddRaftVoterResponse) is None
+    context.advance(timeout)
+    context.poll_until_idle()
+    response = context.response_to(correlation_id, AddRaftVoterResponse)
+    assert response is not None and response.error_code == Errors.REQUEST_TIMED_OUT
+    assert context.client.voter_set == voter_set(1, 2, 3)
+
+
+def test_add_voter_fails_when_the_leader_resigns() -> None:
+    """Kafka's ``testAddVoterFailsWhenLosingLeadership``: a pending change is answered
+    NOT_LEADER_OR_FOLLOWER when the leader gives up its epoch."""
+    context = leader(1, 2)
+    context.fetch_at_log_end(3)
+    correlation_id = context.deliver_request(add_voter_request(3), ADMIN_ID)
+    ask_api_versions(context, 3)
+    context.client.resign(context.epoch)
+    context.poll_until_idle()
+    response = context.response_to(correlation_id, AddRaftVoterResponse)
+    assert response is not None and response.error_code == Errors.NOT_LEADER_OR_FOLLOWER
+
+
+def test_voter_changes_in_an_envelope_of_another_cluster() -> None:
+    """kraft's request header carries the sender's cluster id too: another cluster's is
+    refused before any handler (``kraft.raft.rpc.refusal``)."""
+    context: RaftTestContext[bytes] = (
+        RaftClientBuilder(LOCAL, voters=())
+        .with_bootstrap_voters(voter_set(1, 2, 3))
+        .with_unknown_leader(START_EPOCH)
+        .with_cluster_id("cluster-a")
+        .build()
+    )
+    context.become_leader()
+    context.fetch_at_log_end(2)
+    context.fetch_at_log_end(4)
+    correlation_id = context.deliver_request(
+        remove_voter_request(3), ADMIN_ID, cluster_id="cluster-b"
+    )
+    context.poll_until_idle()
+    response = context.response_to(correlation_id, RemoveRaftVoterResponse)
+    assert response is not None and response.error_code == Errors.INCONSISTENT_CLUSTER_ID
+    assert context.client.voter_set == voter_set(1, 2, 3)
+
+
+# =============================================================================================
+# RemoveRaftVoter
+# =============================================================================================
+def test_remove_voter() -> None:
+    """Kafka's ``testRemoveVoter``: the VotersRecord without the voter applies once appended;
+    the answer waits for the new set to commit it (the removed voter's fetches no longer
+    count)."""
+    context = leader(1, 2, 3)
+    correlation_id = start_remove(context, 3)
+    assert context.client.voter_set == voter_set(1, 2)
+    assert context.response_to(correlation_id, RemoveRaftVoterResponse) is None
+
+    context.fetch_at_log_end(3)  # not a voter any more: no commit
+    assert context.high_watermark is not None
+    assert context.high_watermark < context.log_end_offset
+    context.poll_until_idle()
+    assert context.response_to(correlation_id, RemoveRaftVoterResponse) is None
+
+    context.fetch_at_log_end(2)
+    assert context.high_watermark == context.log_end_offset
+    context.poll_until_idle()
+    response = context.response_to(correlation_id, RemoveRaftVoterResponse)
+    assert response is not None and response.error_code == Errors.NONE
+
+
+def test_remove_voter_under_kraft_version_0_is_unsupported() -> None:
+    """Kafka's ``testRemoveVoterWithKraftVersion0``."""
+    context = static_leader(1, 2, 3)
+    assert remove_error(context, 3) == Errors.UNSUPPORTED_VERSION
+
+
+def test_remove_a_replica_that_is_not_a_voter() -> None:
+    """Kafka's ``testRemoveVoterWithNoneVoter`` / ``...NoneVoterId``: another directory of a
+    voter's id, or an unknown id: VOTER_NOT_FOUND."""
+    context = leader(1, 2, 3)
+    response = context.admin_call(
+        remove_voter_request(ReplicaKey(3, OTHER_DISK)), RemoveRaftVoterResponse
+    )
+    assert response is not None and response.error_code == Errors.VOTER_NOT_FOUND
+    assert remove_error(context, 4) == Errors.VOTER_NOT_FOUND
+    assert context.client.voter_set == voter_set(1, 2, 3)
+
+
+def test_remove_voter_on_a_replica_that_does_not_lead() -> None:
+    """Kafka's ``testRemoveVoterToNotLeader``."""
+    context: RaftTestContext[bytes] = (
+        RaftClientBuilder(LOCAL, voters=())
+        .with_bootstrap_voters(voter_set(1, 2, 3))
+        .with_unknown_leader(START_EPOCH)
+        .build()
+    )
+    assert remove_error(context, 2) == Errors.NOT_LEADER_OR_FOLLOWER
+
+
+def test_remove_voter_before_the_leader_committed_in_its_epoch() -> None:
+    """Kafka's ``testRemoveVoterWithoutFencedPreviousLeaders``."""
+    context = leader(1, 2, 3, fenced=False)
+    assert remove_error(context, 3) == Errors.REQUEST_TIMED_OUT
+    assert context.client.voter_set == voter_set(1, 2, 3)
+
+
+def test_remove_voter_while_a_change_is_pending() -> None:
+    """Kafka's ``testRemoveVoterWithPendingRemoveVoter`` / ``...WithPendingAddVoter``."""
+    context = leader(1, 2, 3)
+    start_remove(context, 3)
+    assert remove_error(context, 2) == Errors.REQUEST_TIMED_OUT
+
+    adding = leader(1, 2)
+    adding.fetch_at_log_end(3)
+    adding.deliver_request(add_voter_request(3), ADMIN_ID)
+    ask_api_versions(adding, 3)
+    assert remove_error(adding, 2) == Errors.REQUEST_TIMED_OUT
+
+
+def test_remove_voter_times_out_and_the_removal_stays() -> None:
+    """Kafka's ``testRemoveVoterTimedOut``: REQUEST_TIMED_OUT after the request timeout; the
+    uncommitted VotersRecord stays in force."""
+    context = leader(1, 2, 3)
+    correlation_id = start_remove(context, 3)
+    context.advance(context.config.request_timeout_ms)
+    context.poll_until_idle()
+    response = context.response_to(correlation_id, RemoveRaftVoterResponse)
+    assert response is not None and response.error_code == Errors.REQUEST_TIMED_OUT
+    assert context.client.voter_set == voter_set(1, 2)
+
+
+def test_an_uncommitted_voter_set_blocks_the_next_change() -> None:
+    """Kafka's ``AddVoterHandler`` / ``RemoveVoterHandler``: even with no change pending (the
+    last one timed out), a change must wait until the voter set in force has committed --
+    REQUEST_TIMED_OUT; so consecutive sets always differ by one voter."""
+    context = leader(1, 2, 3)
+    correlation_id = start_remove(context, 3)
+    context.advance(context.config.request_timeout_ms)
+    context.poll_until_idle()
+    timed_out = context.response_to(correlation_id, RemoveRaftVoterResponse)
+    assert timed_out is not None and timed_out.error_code == Errors.REQUEST_TIMED_OUT
+
+    context.fetch_at_log_end(4)
+    assert add_error(context, 4) == Errors.REQUEST_TIMED_OUT
+    assert remove_error(context, 2) == Errors.REQUEST_TIMED_OUT
+    context.fetch_at_log_end(2)  # {1, 2} commits the removal: changes may go on
+    context.fetch_at_log_end(4)
+    context.deliver_request(add_voter_request(4), ADMIN_ID)
+    ask_api_versions(context, 4)
+
+
+def test_remove_voter_fails_when_the_leader_resigns() -> None:
+    """Kafka's ``testRemoveVoterFailsWhenLosingLeadership``."""
+    context = leader(1, 2, 3)
+    correlation_id = start_remove(context, 3)
+    context.client.resign(context.epoch)
+    context.poll_until_idle()
+    response = context.response_to(correlation_id, RemoveRaftVoterResponse)
+    assert response is not None and response.error_code == Errors.NOT_LEADER_OR_FOLLOWER
+    assert context.client.voter_set == voter_set(1, 2)
+
+
+# =============================================================================================
+# The voter set in force: the high watermark, elections, truncation, snapshots
+# =============================================================================================
+def follower_with_voters_record(
+    voters_in_log: VoterSet, local: int = LOCAL, bootstrap: tuple[int, ...] = (1, 2)
+) -> RaftTestContext[bytes]:
+    """Replica ``local`` with the bootstrap set ``bootstrap`` and a log holding one
+    uncommitted VotersRecord (``voters_in_log``, epoch 3 at offset 0); no leader known in
+    epoch 4."""
+    return (
+        RaftClientBuilder(local, voters=())
+        .with_bootstrap_voters(voter_set(*bootstrap))
+        .with_local_directory_id(replica_key(local).directory_id or uuid.uuid4())
+        .append_to_log(3, [voters_record(voters_in_log)], control=True)
+        .with_unknown_leader(4)
+        .build()
+    )
+
+
+def test_an_observer_fetches_from_the_voters_of_its_log() -> None:
+    """KIP-853: an observer without configured bootstrap servers looks for the leader among
+    the voters its log names (here only the checkpoint knows voter 3), at their addresses."""
+    context: RaftTestContext[bytes] = (
+        RaftClientBuilder(4, voters=(1, 2))
+        .with_bootstrap_voters(voter_set(3))
+        .with_local_directory_id(replica_key(4).directory_id or uuid.uuid4())
+        .build()
+    )
+    assert not context.client.is_voter
+    sent = context.poll_until_request(FetchRequest)
+    assert [(r.destination, r.destination_address) for r in sent] == [(3, ("localhost", 9993))]
+
+
+def test_an_appended_voters_record_governs_elections() -> None:
+    """KIP-853: a replica asks the voters of the latest VotersRecord in its log, committed or
+    not, for votes."""
+    context = follower_with_voters_record(voter_set(1, 2, 3))
+    assert context.client.voter_ids == frozenset({1, 2, 3})
+    context.expire_election_timeout()
+    sent = context.poll_until_request(VoteRequest)
+    assert sorted(r.destination for r in sent) == [2, 3]
+
+
+def test_a_replica_removed_in_its_log_does_not_start_elections() -> None:
+    """KIP-853: a replica the latest VotersRecord leaves out is an observer: it never
+    campaigns."""
+    context = follower_with_voters_record(voter_set(2, 3), bootstrap=(1, 2, 3))
+    assert not context.client.is_voter
+    context.expire_election_timeout()
+    context.poll_until_idle()
+    assert context.role not in ("Prospective", "Candidate", "Leader")
+    assert context.sent_requests(VoteRequest) == []
+
+
+def test_a_replica_added_in_its_log_is_a_voter() -> None:
+    """KIP-853: a replica becomes a voter when a VotersRecord naming it reaches its log."""
+    context = follower_with_voters_record(voter_set(1, 2, 3), local=3)
+    assert context.client.is_voter
+    context.expire_election_timeout()
+    sent = context.poll_until_request(VoteRequest)
+    assert sorted(r.destination for r in sent) == [1, 2]
+
+
+def test_a_truncation_rolls_the_voter_set_back() -> None:
+    """KIP-853: the leader's divergence answer truncates the uncommitted VotersRecord; the set
+    before it applies again."""
+    context: RaftTestContext[bytes] = (
+        RaftClientBuilder(LOCAL, voters=())
+        .with_bootstrap_voters(voter_set(1, 2))
+        .append_to_log(3, [voters_record(voter_set(1, 2, 3))], control=True)
+        .with_elected_leader(5, 2)
+        .build()
+    )
+    assert context.client.voter_ids == frozenset({1, 2, 3})
+    sent = context.poll_until_request(FetchRequest)
+    body = sent[0].body
+    assert isinstance(body, FetchRequest)
+    assert (body.fetch_offset, body.last_fetched_epoch) == (1, 3)
+    context.deliver_response(
+        sent[0], fetch_response(5, 2, diverging_epoch=OffsetAndEpoch(0, 2), high_watermark=0)
+    )
+    context.poll()
+    assert context.log_end_offset == 0
+    assert context.client.voter_ids == frozenset({1, 2})
+
+
+def test_a_snapshot_holds_the_kraft_version_and_the_voters_after_its_header() -> None:
+    """Kafka's snapshot writer under kraft.version 1: the header, then the KRaftVersionRecord
+    and the VotersRecord in force at the snapshot, then the state machine's records."""
+    context = leader(1, 2)
+    context.append_and_drain([b"a", b"b"])
+    context.fetch_at_log_end(2)
+    end = context.log_end_offset
+    snapshot_id = OffsetAndEpoch(end, context.epoch)
+    writer = context.client.create_snapshot(snapshot_id, 0)
+    assert writer is not None
+    writer.append([b"state"])
+    writer.freeze()
+    reader = context.log.read_snapshot(snapshot_id)
+    assert reader is not None
+    try:
+        data = reader.read(0, reader.size_in_bytes)
+    finally:
+        reader.close()
+    batches = list(iter_batches(data, verify_crc=False))
+    head = [m for b in batches if b.is_control for _, m in control_records(b)][:3]
+    kinds = [type(m).__name__ for m in head]
+    assert kinds == ["SnapshotHeaderRecord", "KRaftVersionRecord", "VotersRecord"]
+    assert isinstance(head[1], KRaftVersionRecord) and head[1].kraft_version == 1
+    assert isinstance(head[2], VotersRecord)
+    assert VoterSet.from_record(head[2]) == context.client.voter_set
+
+
+# =============================================================================================
+# UpdateRaftVoter
+# =============================================================================================
+def another_listener(replica: int) -> tuple[Endpoint, ...]:
+    return (*listeners_of(replica), Endpoint("ANOTHER_LISTENER", "localhost", 8990 + replica))
+
+
+def update(
+    context: RaftTestContext[bytes], replica: object, epoch: int | None = None, **fields: Any
+) -> UpdateRaftVoterResponse:
+    epoch = context.epoch if epoch is None else epoch
+    response = context.admin_call(
+        update_voter_request(epoch, replica, **fields),  # type: ignore[arg-type]
+        UpdateRaftVoterResponse,
+        source=replica if isinstance(replica, int) else ADMIN_ID,
+    )
+    assert response is not None, "UpdateRaftVoter not answered"
+    return response
+
+
+def test_update_voter() -> None:
+    """Kafka's ``testUpdateVoter``: a voter's new listeners go into a new VotersRecord, and
+    the leader answers NONE (naming itself) without waiting for the commit."""
+    context = leader(1, 2)
+    response = update(context, 2, listeners=another_listener(2))
+    assert response.error_code == Errors.NONE
+    assert response.current_leader == LeaderIdAndEpoch(LOCAL, context.epoch)
+    assert context.client.voter_ids == frozenset({1, 2})
+    assert context.client.voter_set.endpoints(2) == (
+        ("CONTROLLER", "localhost", 9992),
+        ("ANOTHER_LISTENER", "localhost", 8992),
+    )
+
+
+def test_update_a_replica_that_is_not_a_voter() -> None:
+    """Kafka's ``testUpdateVoterWithNoneVoter`` / ``...NoneVoterId``: VOTER_NOT_FOUND."""
+    context = leader(1, 2)
+    assert update(context, ReplicaKey(2, OTHER_DISK)).error_code == Errors.VOTER_NOT_FOUND
+    assert update(context, 3).error_code == Errors.VOTER_NOT_FOUND
+    assert context.client.voter_set == voter_set(1, 2)
+
+
+def test_update_voter_with_a_kraft_range_without_the_current_version() -> None:
+    """Kafka's ``UpdateVoterHandler``: a voter that no longer supports the finalized
+    kraft.version (1) is refused with INVALID_REQUEST."""
+    context = leader(1, 2)
+    response = update(context, 2, kraft_versions=(0, 0))
+    assert response.error_code == Errors.INVALID_REQUEST
+    assert context.client.voter_set == voter_set(1, 2)
+
+
+def test_update_voter_epochs() -> None:
+    """Kafka's ``testUpdateVoterOldEpoch`` / ``...NewEpoch``: an older epoch is fenced, a newer
+    one unknown."""
+    context = leader(1, 2)
+    assert update(context, 2, context.epoch - 1).error_code == Errors.FENCED_LEADER_EPOCH
+    assert update(context, 2, context.epoch + 1).error_code == Errors.UNKNOWN_LEADER_EPOCH
+
+
+def test_update_voter_on_a_replica_that_does_not_lead() -> None:
+    """Kafka's ``testUpdateVoterToNotLeader``."""
+    context: RaftTestContext[bytes] = (
+        RaftClientBuilder(LOCAL, voters=())
+        .with_bootstrap_voters(voter_set(1, 2))
+        .with_unknown_leader(START_EPOCH)
+        .build()
+    )
+    response = update(context, 2)
+    assert response.error_code == Errors.NOT_LEADER_OR_FOLLOWER
+
+
+def test_update_voter_before_the_leader_committed_in_its_epoch() -> None:
+    """Kafka's ``testUpdateVoterWithoutFencedPreviousLeaders``."""
+    context = leader(1, 2, fenced=False)
+    assert update(context, 2, listeners=another_listener(2)).error_code == (
+        Errors.REQUEST_TIMED_OUT
+    )
+
+
+def test_update_voter_while_an_add_is_pending() -> None:
+    """Kafka's ``testUpdateVoterWithPendingAddVoter``."""
+    context = leader(1, 2)
+    context.fetch_at_log_end(3)
+    context.deliver_request(add_voter_request(3), ADMIN_ID)
+    ask_api_versions(context, 3)
+    assert update(context, 2, listeners=another_listener(2)).error_code == (
+        Errors.REQUEST_TIMED_OUT
+    )
+
+
+def test_update_voter_under_kraft_version_0_is_unsupported() -> None:
+    """Kafka's ``testUpdateVoterWithKraftVersion0``."""
+    context = static_leader(1, 2)
+    response = update(context, replica_key(2, directory=False), listeners=another_listener(2))
+    assert response.error_code == Errors.UNSUPPORTED_VERSION
+
+
+# =============================================================================================
+# ApiVersions
+# =============================================================================================
+def test_every_replica_answers_api_versions() -> None:
+    """KIP-853: the leader asks a prospective voter for its ApiVersions, so every replica --
+    leader, follower, unattached, observer -- answers with the kraft.version range it
+    supports (0..1)."""
+    contexts: list[RaftTestContext[bytes]] = [
+        leader(1, 2),
+        RaftClientBuilder(LOCAL, voters=())
+        .with_bootstrap_voters(voter_set(1, 2))
+        .with_elected_leader(START_EPOCH, 2)
+        .build(),
+        RaftClientBuilder(LOCAL, voters=())
+        .with_bootstrap_voters(voter_set(1, 2))
+        .with_unknown_leader(START_EPOCH)
+        .build(),
+        RaftClientBuilder(4, voters=())
+        .with_bootstrap_voters(voter_set(1, 2))
+        .with_local_directory_id(uuid.uuid4())
+        .build(),
+        RaftClientBuilder(LOCAL, voters=(1, 2)).build(),  # kraft.version 0
+    ]
+    for context in contexts:
+        context.sent_responses()
+        correlation_id = context.deliver_request(ApiVersionsRequest(), source=1000)
+        context.poll()
+        response = context.response_to(correlation_id, ApiVersionsResponse)
+        assert response is not None, context.client
+        assert response.error_code == Errors.NONE
+        assert response.feature_range("kraft.version") == (0, 1)
