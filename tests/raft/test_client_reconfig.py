@@ -30,6 +30,7 @@ from kraft.protocol.messages import (
     FetchSnapshotRequest,
     LeaderIdAndEpoch,
     RemoveRaftVoterResponse,
+    UpdateRaftVoterRequest,
     UpdateRaftVoterResponse,
     VoteRequest,
 )
@@ -840,3 +841,43 @@ def test_every_replica_answers_api_versions() -> None:
         assert response is not None, context.client
         assert response.error_code == Errors.NONE
         assert response.feature_range("kraft.version") == (0, 1)
+
+
+# =============================================================================================
+# A voter publishes its own listeners
+# =============================================================================================
+LOCAL_LISTENERS = (("CONTROLLER", "localhost", 9991), ("ANOTHER_LISTENER", "localhost", 8991))
+
+
+def follow_for(context: RaftTestContext[bytes], ms: int) -> list[UpdateRaftVoterRequest]:
+    """As leader 2 of epoch 4, answer every request the follower sends at once (fetches with
+    nothing new), for ``ms`` of time in steps of 100 ms; the UpdateRaftVoter requests it
+    sent."""
+    updates: list[UpdateRaftVoterRequest] = []
+    for _ in range(ms // 100):
+        context.poll_until_idle()
+        for request in context.sent_requests():
+            body = request.body
+            assert request.destination == 2, request
+            if isinstance(body, UpdateRaftVoterRequest):
+                updates.append(body)
+                context.deliver_response(
+                    request, UpdateRaftVoterResponse(current_leader=LeaderIdAndEpoch(2, 4))
+                )
+            elif isinstance(body, FetchRequest):
+                context.deliver_response(request, fetch_response(4, 2, high_watermark=0))
+        context.poll_until_idle()
+        context.advance(100)
+    return updates
+
+
+def test_a_follower_whose_entry_is_current_sends_no_update() -> None:
+    """Kafka's ``testFollowerSendsUpdateVoterWhenDifferent``: nothing to publish, no
+    UpdateRaftVoter."""
+    context: RaftTestContext[bytes] = (
+        RaftClientBuilder(LOCAL, voters=())
+        .with_bootstrap_voters(voter_set(1, 2, 3))
+        .with_elected_leader(4, 2)
+        .build()
+    )
+    assert follow_for(context, 5 * context.config.fetch_timeout_ms) == []
