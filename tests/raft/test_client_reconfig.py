@@ -19,12 +19,15 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import pytest
+
 from kraft.protocol.errors import Errors
 from kraft.protocol.messages import (
     AddRaftVoterResponse,
     ApiVersionsRequest,
     ApiVersionsResponse,
     Endpoint,
+    EndQuorumEpochRequest,
     FetchRequest,
     FetchResponse,
     FetchSnapshotRequest,
@@ -188,6 +191,30 @@ def test_a_bootstrapped_voter_elects_itself_among_the_checkpoint_voters() -> Non
     context.poll_until_idle()
     assert context.epoch == START_EPOCH + 1  # the pre-vote, then the real vote's epoch
     assert context.client.voter_set == voter_set(1, 2, 3)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: the first leader's LeaderChange batch holds no KRaftVersionRecord/VotersRecord",
+)
+def test_the_first_leader_writes_the_bootstrap_records_into_the_log() -> None:
+    """Kafka's ``testLeaderWritesBootstrapRecords``: the bootstrap checkpoint is never
+    replicated, so the first leader writes its KRaftVersionRecord and VotersRecord into the log,
+    in the batch of its LeaderChange record."""
+    context = leader(1, 2, fenced=False)
+    first = context.log.read(0).records
+    batches = list(iter_batches(first, verify_crc=False))
+    assert [kind for kind, _ in control_records(batches[0])] == [
+        ControlRecordType.LEADER_CHANGE,
+        ControlRecordType.KRAFT_VERSION,
+        ControlRecordType.KRAFT_VOTERS,
+    ]
+    records = dict(control_records(batches[0]))
+    version = records[ControlRecordType.KRAFT_VERSION]
+    assert isinstance(version, KRaftVersionRecord) and version.kraft_version == 1
+    voters = records[ControlRecordType.KRAFT_VOTERS]
+    assert isinstance(voters, VotersRecord)
+    assert VoterSet.from_record(voters) == voter_set(1, 2)
 
 
 def test_a_kraft_version_0_leader_writes_no_voter_records() -> None:
@@ -424,6 +451,19 @@ def test_add_voter_whose_api_versions_failed() -> None:
     assert context.client.voter_set == voter_set(1, 2)
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: AddRaftVoter without a CONTROLLER listener is accepted, not INVALID_REQUEST",
+)
+def test_add_voter_without_the_default_listener() -> None:
+    """Kafka's ``testAddVoterWithMissingDefaultListener``: the leader must be able to reach
+    the new voter on the controller listener; INVALID_REQUEST."""
+    context = leader(1, 2)
+    context.fetch_at_log_end(3)
+    other = (Endpoint("NOT_THE_DEFAULT", "localhost", 9993),)
+    assert add_error(context, 3, listeners=other) == Errors.INVALID_REQUEST
+
+
 def test_add_voter_without_a_directory_id() -> None:
     """Kafka's ``testAddVoterWithMissingDirectoryId``: a KIP-853 voter has a directory id;
     INVALID_REQUEST."""
@@ -459,6 +499,34 @@ def test_add_voter_fails_when_the_leader_resigns() -> None:
     context.poll_until_idle()
     response = context.response_to(correlation_id, AddRaftVoterResponse)
     assert response is not None and response.error_code == Errors.NOT_LEADER_OR_FOLLOWER
+
+
+@pytest.mark.xfail(
+    strict=True, reason="BUG: the ClusterId field of Add/Remove/UpdateRaftVoter is not checked"
+)
+def test_voter_changes_from_another_cluster() -> None:
+    """Kafka's ``testAddVoterInvalidClusterId`` / ``testRemoveVoterInvalidClusterId`` /
+    ``testUpdateVoterInvalidClusterId``: a request whose ClusterId field is empty or another
+    cluster's is refused with INCONSISTENT_CLUSTER_ID and changes nothing."""
+    context: RaftTestContext[bytes] = (
+        RaftClientBuilder(LOCAL, voters=())
+        .with_bootstrap_voters(voter_set(1, 2, 3))
+        .with_unknown_leader(START_EPOCH)
+        .with_cluster_id("cluster-a")
+        .build()
+    )
+    context.become_leader()
+    context.fetch_at_log_end(2)
+    context.fetch_at_log_end(4)
+    for other in ["", "cluster-b"]:
+        assert add_error(context, 4, cluster_id=other) == Errors.INCONSISTENT_CLUSTER_ID
+        response = context.admin_call(
+            remove_voter_request(3, cluster_id=other), RemoveRaftVoterResponse
+        )
+        assert response is not None and response.error_code == Errors.INCONSISTENT_CLUSTER_ID
+        updated = update(context, 2, listeners=another_listener(2), cluster_id=other)
+        assert updated.error_code == Errors.INCONSISTENT_CLUSTER_ID
+    assert context.client.voter_set == voter_set(1, 2, 3)
 
 
 def test_voter_changes_in_an_envelope_of_another_cluster() -> None:
@@ -508,6 +576,38 @@ def test_remove_voter() -> None:
     assert response is not None and response.error_code == Errors.NONE
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: the removed leader resigns before answering: NOT_LEADER_OR_FOLLOWER, not NONE",
+)
+def test_remove_the_leader() -> None:
+    """Kafka's ``testRemoveVoterIsLeader``: the leader removes itself, leads until the change
+    commits in the new set ({2, 3}: both), then resigns (EndQuorumEpoch to the voters) and
+    carries on as an observer: it never starts an election."""
+    context = leader(1, 2, 3)
+    epoch = context.epoch
+    correlation_id = start_remove(context, LOCAL)
+    assert not context.client.voter_set.is_voter(replica_key(LOCAL))
+    assert context.role == "Leader"
+
+    context.fetch_at_log_end(2)  # 2 alone is no majority of {2, 3}
+    assert context.high_watermark is not None
+    assert context.high_watermark < context.log_end_offset
+    context.fetch_at_log_end(3)
+    context.poll_until_idle()
+    response = context.response_to(correlation_id, RemoveRaftVoterResponse)
+    assert response is not None and response.error_code == Errors.NONE
+
+    sent = context.poll_until_request(EndQuorumEpochRequest)
+    assert sorted(r.destination for r in sent) == [2, 3]
+    assert context.role != "Leader" and not context.client.is_voter
+    context.client.resign(epoch)  # allowed, and a no-op now
+    context.expire_election_timeout()
+    context.poll_until_idle()
+    assert context.role not in ("Prospective", "Candidate", "Leader")
+    assert context.sent_requests(VoteRequest) == []
+
+
 def test_remove_voter_under_kraft_version_0_is_unsupported() -> None:
     """Kafka's ``testRemoveVoterWithKraftVersion0``."""
     context = static_leader(1, 2, 3)
@@ -524,6 +624,19 @@ def test_remove_a_replica_that_is_not_a_voter() -> None:
     assert response is not None and response.error_code == Errors.VOTER_NOT_FOUND
     assert remove_error(context, 4) == Errors.VOTER_NOT_FOUND
     assert context.client.voter_set == voter_set(1, 2, 3)
+
+
+@pytest.mark.xfail(
+    strict=True, reason="BUG: removing the only voter answers INVALID_REQUEST, not VOTER_NOT_FOUND"
+)
+def test_remove_the_only_voter() -> None:
+    """Kafka's ``testRemoveVoterToEmptyVoterSet``: a voter set is never empty."""
+    context: RaftTestContext[bytes] = (
+        RaftClientBuilder(LOCAL, voters=()).with_bootstrap_voters(voter_set(1)).build()
+    )
+    context.poll_until_idle()
+    assert context.role == "Leader"
+    assert remove_error(context, LOCAL) == Errors.VOTER_NOT_FOUND
 
 
 def test_remove_voter_on_a_replica_that_does_not_lead() -> None:
@@ -871,6 +984,31 @@ def follow_for(context: RaftTestContext[bytes], ms: int) -> list[UpdateRaftVoter
     return updates
 
 
+@pytest.mark.xfail(strict=True, reason="BUG: a follower never sends UpdateRaftVoter")
+def test_a_follower_publishes_listeners_the_voter_set_lacks() -> None:
+    """Kafka's ``testFollowerSendsUpdateVoter``: a voter whose listeners (or kraft.version
+    range) differ from its entry in the voter set sends UpdateRaftVoter to its leader, after a
+    few fetch rounds; then it goes on fetching."""
+    context: RaftTestContext[bytes] = (
+        RaftClientBuilder(LOCAL, voters=())
+        .with_bootstrap_voters(voter_set(1, 2, 3))
+        .with_local_endpoints(LOCAL_LISTENERS)
+        .with_elected_leader(4, 2)
+        .build()
+    )
+    updates = follow_for(context, 5 * context.config.fetch_timeout_ms)
+    assert updates, "no UpdateRaftVoter sent"
+    update_request = updates[0]
+    assert (update_request.current_leader_epoch, update_request.voter_id) == (4, LOCAL)
+    assert update_request.voter_directory_id == replica_key(LOCAL).directory_id
+    assert tuple((e.name, e.host, e.port) for e in update_request.listeners) == LOCAL_LISTENERS
+    assert (
+        update_request.min_supported_kraft_version,
+        update_request.max_supported_kraft_version,
+    ) == (0, 1)
+    assert context.role == "Follower" and context.leader_id == 2
+
+
 def test_a_follower_whose_entry_is_current_sends_no_update() -> None:
     """Kafka's ``testFollowerSendsUpdateVoterWhenDifferent``: nothing to publish, no
     UpdateRaftVoter."""
@@ -881,3 +1019,21 @@ def test_a_follower_whose_entry_is_current_sends_no_update() -> None:
         .build()
     )
     assert follow_for(context, 5 * context.config.fetch_timeout_ms) == []
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: a new leader does not write its own changed listeners")
+def test_a_new_leader_publishes_its_own_listeners() -> None:
+    """Kafka's ``testLeaderUpdatesVoter``: a leader whose listeners differ from its entry in
+    the voter set writes the updated set when its epoch starts."""
+    context: RaftTestContext[bytes] = (
+        RaftClientBuilder(LOCAL, voters=())
+        .with_bootstrap_voters(voter_set(1, 2))
+        .with_local_endpoints(LOCAL_LISTENERS)
+        .with_unknown_leader(START_EPOCH)
+        .build()
+    )
+    context.become_leader()
+    context.fetch_at_log_end(2)
+    assert context.high_watermark == context.log_end_offset
+    assert context.voter_set.endpoints(LOCAL) == LOCAL_LISTENERS
+    assert context.voter_set.ids == frozenset({1, 2})
