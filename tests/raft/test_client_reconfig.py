@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from kraft.config import Endpoint as ConfigEndpoint
 from kraft.protocol.errors import Errors
 from kraft.protocol.messages import (
     AddRaftVoterResponse,
@@ -32,11 +33,13 @@ from kraft.protocol.messages import (
     FetchResponse,
     FetchSnapshotRequest,
     LeaderIdAndEpoch,
+    NodeEndpoint,
     RemoveRaftVoterResponse,
     UpdateRaftVoterRequest,
     UpdateRaftVoterResponse,
     VoteRequest,
 )
+from kraft.raft.requests import bootstrap_server_id
 from kraft.raft.states import ReplicaKey
 from kraft.raft.voter_set import VoterSet
 from kraft.record.batch import SimpleRecord, iter_batches
@@ -50,12 +53,16 @@ from kraft.record.control import (
     encode_control_value,
 )
 from kraft.record.offsets import OffsetAndEpoch
+from kraft.record.serde import BytesSerde
+from kraft.snapshot.raw import MemoryRawSnapshotWriter
+from kraft.snapshot.writer import SnapshotWriter
 from kraft.testing import RaftClientBuilder, RaftTestContext
 from kraft.testing.context import ADMIN_ID
 from kraft.testing.messages import (
     add_voter_request,
     api_versions_response,
     fetch_response,
+    fetch_snapshot_response,
     listeners_of,
     remove_voter_request,
     replica_key,
@@ -1037,3 +1044,115 @@ def test_a_new_leader_publishes_its_own_listeners() -> None:
     assert context.high_watermark == context.log_end_offset
     assert context.voter_set.endpoints(LOCAL) == LOCAL_LISTENERS
     assert context.voter_set.ids == frozenset({1, 2})
+
+
+# =============================================================================================
+# Joining, and voters from a downloaded snapshot
+# =============================================================================================
+def test_a_joining_observer_learns_the_voters_from_the_log() -> None:
+    """``--no-initial-controllers``: a replica formatted with kraft.version 1 and no voters
+    finds the leader through its bootstrap servers and learns the voter set from the records
+    it fetches; named in it, it is a voter."""
+    context: RaftTestContext[bytes] = (
+        RaftClientBuilder(4, voters=())
+        .with_kraft_version(1)
+        .with_local_directory_id(replica_key(4).directory_id or uuid.uuid4())
+        .with_config(bootstrap_servers=(ConfigEndpoint("localhost", 9991),))
+        .build()
+    )
+    assert context.client.kraft_version == 1 and context.client.voter_ids == frozenset()
+    assert not context.client.is_voter
+    sent = context.poll_until_request(FetchRequest)
+    assert [r.destination for r in sent] == [bootstrap_server_id(0)]
+    # "The leader is 1, in epoch 5, at localhost:9991" (the Fetch response's NodeEndpoints).
+    leader_at = (NodeEndpoint(1, "localhost", 9991),)
+    context.deliver_response(sent[0], fetch_response(5, 1, node_endpoints=leader_at))
+    context.poll()
+    assert (context.leader_id, context.epoch) == (1, 5)
+
+    sent = context.poll_until_request(FetchRequest)
+    assert [(r.destination, r.destination_address) for r in sent] == [(1, ("localhost", 9991))]
+    records = control_batch(
+        0, 5, [KRaftVersionRecord(0, 1), voter_set(1, 2, 3).to_record()], timestamp_ms=0
+    )
+    context.deliver_response(sent[0], fetch_response(5, 1, records, high_watermark=2))
+    context.poll()
+    assert context.client.voter_ids == frozenset({1, 2, 3}) and not context.client.is_voter
+
+    sent = context.poll_until_request(FetchRequest)
+    added = control_batch(2, 5, [voter_set(1, 2, 3, 4).to_record()], timestamp_ms=0)
+    context.deliver_response(sent[0], fetch_response(5, 1, added, high_watermark=2))
+    context.poll()
+    assert context.client.is_voter
+
+
+def test_a_downloaded_snapshot_brings_its_voter_set() -> None:
+    """KIP-853: a follower that installs the leader's snapshot takes the kraft.version and
+    voter set it holds after its header (the log below it is gone)."""
+    context: RaftTestContext[bytes] = (
+        RaftClientBuilder(LOCAL, voters=())
+        .with_bootstrap_voters(voter_set(1, 2))
+        .with_elected_leader(5, 2)
+        .build()
+    )
+    snapshot_id = OffsetAndEpoch(10, 4)
+    frozen: list[Any] = []
+    writer = SnapshotWriter(
+        MemoryRawSnapshotWriter(snapshot_id, on_freeze=frozen.append),
+        BytesSerde(),
+        last_contained_log_timestamp_ms=0,
+        timestamp_ms=0,
+        control_messages=[KRaftVersionRecord(0, 1), voter_set(1, 2, 3).to_record()],
+    )
+    writer.append([b"state"])
+    writer.freeze()
+    data: bytes = frozen[0].records()
+
+    sent = context.poll_until_request(FetchRequest)
+    context.deliver_response(sent[0], fetch_response(5, 2, snapshot_id=snapshot_id))
+    context.poll()
+    request, body = context.single_sent_request(FetchSnapshotRequest)
+    assert body.position == 0
+    context.deliver_response(request, fetch_snapshot_response(5, 2, snapshot_id, data, 0))
+    context.poll()
+    assert context.log.latest_snapshot_id == snapshot_id
+    assert context.client.voter_ids == frozenset({1, 2, 3})
+    assert context.client.kraft_version == 1
+
+
+def test_the_new_voter_set_counts_the_votes() -> None:
+    """KIP-853: a candidate whose log names voters {1, 2, 3} (uncommitted) wins with voter
+    3's vote alone -- a majority of that set, though 3 is in no earlier one."""
+    context = follower_with_voters_record(voter_set(1, 2, 3))
+    context.expire_election_timeout()
+    for _ in range(2):  # the pre-vote, then the vote
+        sent = context.poll_until_request(VoteRequest)
+        for request in sent:
+            body = request.body
+            assert isinstance(body, VoteRequest)
+            if request.destination == 3:
+                context.deliver_response(request, vote_response(body.replica_epoch, granted=True))
+        context.poll_until_idle()
+        if context.role == "Leader":
+            break
+    assert context.role == "Leader"
+
+
+def test_a_new_voter_is_caught_up_only_under_its_own_directory_id() -> None:
+    """Kafka's ``LeaderState``: replicas are told apart by id and directory id; the fetches of
+    another disk of replica 3 do not make the new voter caught up."""
+    context = leader(1, 2)
+    context.deliver_request(
+        context.fetch_request(
+            context.epoch,
+            3,
+            context.log_end_offset,
+            context.log.last_fetched_epoch,
+            replica_directory_id=OTHER_DISK,
+        ),
+        3,
+        source_directory_id=OTHER_DISK,
+    )
+    context.poll()
+    context.sent_responses()
+    assert add_error(context, 3) == Errors.REQUEST_TIMED_OUT
