@@ -27,6 +27,8 @@ from kraft.protocol.messages import (
     AddRaftVoterResponse,
     ApiVersionsRequest,
     ApiVersionsResponse,
+    DescribeQuorumRequest,
+    DescribeQuorumResponse,
     Endpoint,
     EndQuorumEpochRequest,
     FetchRequest,
@@ -1156,3 +1158,86 @@ def test_a_new_voter_is_caught_up_only_under_its_own_directory_id() -> None:
     context.poll()
     context.sent_responses()
     assert add_error(context, 3) == Errors.REQUEST_TIMED_OUT
+
+
+# =============================================================================================
+# Changes seen while following, and DescribeQuorum
+# =============================================================================================
+def follower_of_2(
+    local: int = LOCAL, bootstrap: tuple[int, ...] = (1, 2, 3)
+) -> RaftTestContext[bytes]:
+    """Replica ``local`` follows leader 2 in epoch 5, bootstrap voters ``bootstrap``."""
+    return (
+        RaftClientBuilder(local, voters=())
+        .with_bootstrap_voters(voter_set(*bootstrap))
+        .with_local_directory_id(replica_key(local).directory_id or uuid.uuid4())
+        .with_elected_leader(5, 2)
+        .build()
+    )
+
+
+def is_voter(context: RaftTestContext[bytes]) -> bool:
+    """Whether the client is a voter now (a call, so that the type checker does not narrow a
+    property across the polls that change it)."""
+    return context.client.is_voter
+
+
+def fetch_voters_record(context: RaftTestContext[bytes], voters: VoterSet) -> None:
+    """As leader 2, answer the follower's Fetch with a VotersRecord at its log end."""
+    sent = context.poll_until_request(FetchRequest)
+    records = control_batch(context.log_end_offset, 5, [voters.to_record()], timestamp_ms=0)
+    context.deliver_response(sent[0], fetch_response(5, 2, records, high_watermark=0))
+    context.poll()
+
+
+def test_a_follower_removed_while_following_stops_campaigning() -> None:
+    """KIP-853: a voter that fetches the VotersRecord removing it is an observer at once: its
+    leader's silence no longer makes it start an election."""
+    context = follower_of_2()
+    assert is_voter(context)
+    fetch_voters_record(context, voter_set(2, 3))
+    assert not is_voter(context)
+    context.advance(2 * context.config.fetch_timeout_ms)
+    context.poll_until_idle()
+    assert context.role not in ("Prospective", "Candidate", "Leader")
+    assert context.sent_requests(VoteRequest) == []
+
+
+def test_an_observer_added_while_following_campaigns_when_its_leader_is_silent() -> None:
+    """KIP-853: an observer that fetches the VotersRecord adding it is a voter at once, with
+    a voter's fetch timeout: when the leader goes silent it starts an election."""
+    context = follower_of_2(local=4)
+    assert not is_voter(context)
+    fetch_voters_record(context, voter_set(1, 2, 3, 4))
+    assert is_voter(context)
+    context.advance(2 * context.config.fetch_timeout_ms)
+    sent = context.poll_until_request(VoteRequest)
+    assert sorted(r.destination for r in sent) == [1, 2, 3]
+
+
+def test_describe_quorum_reports_the_voter_set_in_force() -> None:
+    """KIP-853 (DescribeQuorum v2): the leader describes the latest voter set, with directory
+    ids and each voter's listeners; a replica being added moves from the observers to the
+    voters once its VotersRecord is appended."""
+    context = leader(1, 2)
+    context.fetch_at_log_end(3)
+
+    def describe() -> DescribeQuorumResponse:
+        response = context.admin_call(DescribeQuorumRequest(), DescribeQuorumResponse)
+        assert response is not None
+        return response
+
+    before = describe()
+    assert [(v.replica_id, v.replica_directory_id) for v in before.current_voters] == [
+        (1, replica_key(1).directory_id),
+        (2, replica_key(2).directory_id),
+    ]
+    assert [o.replica_id for o in before.observers] == [3]
+
+    start_add(context, 3)
+    after = describe()
+    assert [v.replica_id for v in after.current_voters] == [1, 2, 3]
+    assert after.current_voters[2].replica_directory_id == replica_key(3).directory_id
+    assert after.observers == ()
+    nodes = {n.node_id: n.listeners for n in after.nodes}
+    assert nodes[3] == listeners_of(3)
