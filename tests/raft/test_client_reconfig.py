@@ -80,9 +80,9 @@ OTHER_DISK = uuid.UUID(int=0xBAD)
 START_EPOCH = 3
 
 
-def leader(*voters: int, fenced: bool = True, **config: int) -> RaftTestContext[bytes]:
-    """Replica 1 leads the bootstrap voter set ``voters`` in epoch 4. With ``fenced`` the
-    lowest other voter has fetched at the log end, so the leader has a high watermark in its
+def leader(*voters: int | ReplicaKey, fenced: bool = True, **config: int) -> RaftTestContext[bytes]:
+    """Replica 1 leads the bootstrap voter set ``voters`` (1, 2, ...) in epoch 4. With
+    ``fenced`` voter 2 has fetched at the log end, so the leader has a high watermark in its
     epoch (the previous leaders are fenced: a change may begin)."""
     context: RaftTestContext[bytes] = (
         RaftClientBuilder(LOCAL, voters=())
@@ -95,7 +95,7 @@ def leader(*voters: int, fenced: bool = True, **config: int) -> RaftTestContext[
     assert (context.role, epoch) == ("Leader", START_EPOCH + 1)
     context.sent_requests()
     if fenced and len(voters) > 1:
-        context.fetch_at_log_end(min(v for v in voters if v != LOCAL))
+        context.fetch_at_log_end(2)
         assert context.high_watermark == context.log_end_offset
     return context
 
@@ -1241,3 +1241,21 @@ def test_describe_quorum_reports_the_voter_set_in_force() -> None:
     assert after.observers == ()
     nodes = {n.node_id: n.listeners for n in after.nodes}
     assert nodes[3] == listeners_of(3)
+
+
+def test_add_voter_whose_api_versions_never_come() -> None:
+    """Kafka's ``AddVoterHandler``: without an ApiVersions answer the change ends with
+    REQUEST_TIMED_OUT at its timeout, and nothing is appended."""
+    context = leader(1, 2)
+    timeout = context.config.request_timeout_ms
+    context.fetch_at_log_end(3)
+    end = context.log_end_offset
+    correlation_id = context.deliver_request(add_voter_request(3, timeout_ms=timeout), ADMIN_ID)
+    ask_api_versions(context, 3)
+    for _ in range(4):  # retried ApiVersions go unanswered too
+        context.advance(timeout // 4)
+        context.poll_until_idle()
+        context.sent_requests(ApiVersionsRequest)
+    response = context.response_to(correlation_id, AddRaftVoterResponse)
+    assert response is not None and response.error_code == Errors.REQUEST_TIMED_OUT
+    assert context.log_end_offset == end and context.voter_set == voter_set(1, 2)
