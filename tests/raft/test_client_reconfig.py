@@ -1243,6 +1243,54 @@ def test_describe_quorum_reports_the_voter_set_in_force() -> None:
     assert nodes[3] == listeners_of(3)
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: the leader tracks replicas by id: (3, new disk) is never caught up",
+)
+def test_replace_a_failed_voter_with_a_new_disk() -> None:
+    """KIP-853's replacement of a failed controller: voter 3's disk is lost; replica 3 comes
+    back with a new directory id, fetching as an observer (it is not the voter (3, old disk));
+    the old voter is removed, then the new replica added -- each change committed by the set
+    it makes."""
+    context = leader(1, 2, ReplicaKey(3, OTHER_DISK))
+    context.fetch_at_log_end(3)  # replica 3 with its new disk: an observer
+    assert not context.voter_set.is_voter(replica_key(3))
+
+    removal = context.deliver_request(remove_voter_request(ReplicaKey(3, OTHER_DISK)), ADMIN_ID)
+    context.poll_until_idle()
+    assert context.voter_set == voter_set(1, 2)
+    context.fetch_at_log_end(2)
+    context.poll_until_idle()
+    removed = context.response_to(removal, RemoveRaftVoterResponse)
+    assert removed is not None and removed.error_code == Errors.NONE
+
+    # The BeginQuorumEpoch the leader sent the dead voter 3 times out; then the new replica
+    # 3, caught up, is asked for its ApiVersions.
+    context.advance(context.config.request_timeout_ms)
+    context.poll_until_idle()
+    context.fetch_at_log_end(2)
+    context.fetch_at_log_end(3)
+    addition = start_add(context, 3)
+    assert context.voter_set == voter_set(1, 2, 3)
+    context.fetch_at_log_end(3)
+    context.poll_until_idle()
+    added = context.response_to(addition, AddRaftVoterResponse)
+    assert added is not None and added.error_code == Errors.NONE
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: UpdateRaftVoter without a CONTROLLER listener is accepted, not INVALID_REQUEST",
+)
+def test_update_voter_without_the_default_listener() -> None:
+    """Kafka's ``UpdateVoterHandler``: the new listeners must include the controller listener
+    the quorum uses; INVALID_REQUEST."""
+    context = leader(1, 2)
+    other = (Endpoint("NOT_THE_DEFAULT", "localhost", 8992),)
+    assert update(context, 2, listeners=other).error_code == Errors.INVALID_REQUEST
+    assert context.voter_set == voter_set(1, 2)
+
+
 def test_add_voter_whose_api_versions_never_come() -> None:
     """Kafka's ``AddVoterHandler``: without an ApiVersions answer the change ends with
     REQUEST_TIMED_OUT at its timeout, and nothing is appended."""
