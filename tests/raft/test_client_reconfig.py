@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from kraft.config import Endpoint as ConfigEndpoint
+from kraft.protocol.api import ApiKey
 from kraft.protocol.errors import Errors
 from kraft.protocol.messages import (
     AddRaftVoterResponse,
@@ -635,6 +636,17 @@ def test_remove_a_replica_that_is_not_a_voter() -> None:
     assert context.client.voter_set == voter_set(1, 2, 3)
 
 
+def test_remove_the_other_voter_of_two() -> None:
+    """KIP-853: removing voter 2 of {1, 2} leaves {1}, whose majority is the leader alone: the
+    removal commits as soon as it is appended."""
+    context = leader(1, 2)
+    correlation_id = start_remove(context, 2)
+    assert context.voter_set == voter_set(1)
+    assert context.high_watermark == context.log_end_offset
+    response = context.response_to(correlation_id, RemoveRaftVoterResponse)
+    assert response is not None and response.error_code == Errors.NONE
+
+
 @pytest.mark.xfail(
     strict=True, reason="BUG: removing the only voter answers INVALID_REQUEST, not VOTER_NOT_FOUND"
 )
@@ -835,6 +847,37 @@ def test_a_snapshot_holds_the_kraft_version_and_the_voters_after_its_header() ->
     assert VoterSet.from_record(head[2]) == context.client.voter_set
 
 
+def test_a_snapshot_holds_the_voter_set_in_force_at_its_end() -> None:
+    """KIP-853: a snapshot ending before a VotersRecord holds the set before it; one ending
+    after it holds the new set (Kafka's ``VoterSetHistory.valueAtOrBefore``)."""
+    context = leader(1, 2)
+    context.fetch_at_log_end(3)
+    before = context.log_end_offset  # the VotersRecord goes here
+    correlation_id = start_add(context, 3)
+    context.fetch_at_log_end(3)
+    context.poll_until_idle()
+    assert context.response_to(correlation_id, AddRaftVoterResponse) is not None
+    after = context.log_end_offset
+
+    def snapshot_voters(end: int) -> VoterSet:
+        snapshot_id = OffsetAndEpoch(end, context.epoch)
+        writer = context.client.create_snapshot(snapshot_id, 0)
+        assert writer is not None
+        writer.freeze()
+        reader = context.log.read_snapshot(snapshot_id)
+        assert reader is not None
+        try:
+            data = reader.read(0, reader.size_in_bytes)
+        finally:
+            reader.close()
+        records = [m for b in iter_batches(data, verify_crc=False) for _, m in control_records(b)]
+        (voters,) = [m for m in records if isinstance(m, VotersRecord)]
+        return VoterSet.from_record(voters)
+
+    assert snapshot_voters(before) == voter_set(1, 2)
+    assert snapshot_voters(after) == voter_set(1, 2, 3)
+
+
 # =============================================================================================
 # UpdateRaftVoter
 # =============================================================================================
@@ -963,6 +1006,8 @@ def test_every_replica_answers_api_versions() -> None:
         assert response is not None, context.client
         assert response.error_code == Errors.NONE
         assert response.feature_range("kraft.version") == (0, 1)
+        keys = {api.api_key for api in response.api_keys}
+        assert {ApiKey.ADD_RAFT_VOTER, ApiKey.REMOVE_RAFT_VOTER, ApiKey.UPDATE_RAFT_VOTER} <= keys
 
 
 # =============================================================================================
