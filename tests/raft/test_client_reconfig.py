@@ -59,7 +59,7 @@ from kraft.record.offsets import OffsetAndEpoch
 from kraft.record.serde import BytesSerde
 from kraft.snapshot.raw import MemoryRawSnapshotWriter
 from kraft.snapshot.writer import SnapshotWriter
-from kraft.testing import RaftClientBuilder, RaftTestContext
+from kraft.testing import LocalCluster, RaftClientBuilder, RaftTestContext
 from kraft.testing.context import ADMIN_ID
 from kraft.testing.messages import (
     add_voter_request,
@@ -1352,3 +1352,52 @@ def test_add_voter_whose_api_versions_never_come() -> None:
     response = context.response_to(correlation_id, AddRaftVoterResponse)
     assert response is not None and response.error_code == Errors.REQUEST_TIMED_OUT
     assert context.log_end_offset == end and context.voter_set == voter_set(1, 2)
+
+
+# =============================================================================================
+# End to end: a LocalCluster under kraft.version 1
+# =============================================================================================
+def converging(cluster: LocalCluster[bytes]) -> tuple[Any, Any, Any]:
+    """Predicates over ``cluster``: a leader's id, everyone has committed an offset, everyone
+    uses the voter set of these ids."""
+
+    def leader() -> int:
+        node = cluster.leader()
+        assert node is not None
+        return node
+
+    def everyone_has(offset: int | None) -> bool:
+        assert offset is not None
+        return all((c.high_watermark or 0) > offset for c in cluster.nodes.values())
+
+    def agree(ids: set[int]) -> bool:
+        return all(c.voter_ids == frozenset(ids) for c in cluster.nodes.values())
+
+    return leader, everyone_has, agree
+
+
+def test_a_cluster_grows_and_shrinks_and_keeps_every_commit() -> None:
+    """KIP-853 end to end, in memory: three bootstrapped voters add a fourth (a new node with
+    an empty disk, caught up first), then remove a follower; every node converges on each
+    voter set, and every committed record reaches every node."""
+    cluster: LocalCluster[bytes] = LocalCluster(voters=3, seed=3, kraft_version=1)
+    leader, everyone_has, agree = converging(cluster)
+    assert cluster.run_until(lambda: cluster.leader() is not None, 10_000)
+    first = cluster.append([b"a", b"b"])
+    assert cluster.run_until(lambda: everyone_has(first), 5_000)
+
+    new = cluster.add_node()
+    assert not cluster.nodes[new].is_voter
+    assert cluster.run_until(lambda: cluster.listeners[new].records == [b"a", b"b"], 10_000)
+    assert cluster.add_voter(new) == "NONE"
+    assert cluster.run_until(lambda: agree({1, 2, 3, 4}), 10_000)
+    assert cluster.nodes[new].is_voter
+
+    victim = min({1, 2, 3} - {leader()})
+    assert cluster.remove_voter(victim) == "NONE"
+    assert cluster.run_until(lambda: agree({1, 2, 3, 4} - {victim}), 10_000)
+    assert not cluster.nodes[victim].is_voter
+    last = cluster.append([b"c"])
+    assert cluster.run_until(lambda: everyone_has(last), 10_000)
+    for listener in cluster.listeners.values():
+        assert listener.records == [b"a", b"b", b"c"]
