@@ -1401,3 +1401,62 @@ def test_a_cluster_grows_and_shrinks_and_keeps_every_commit() -> None:
     assert cluster.run_until(lambda: everyone_has(last), 10_000)
     for listener in cluster.listeners.values():
         assert listener.records == [b"a", b"b", b"c"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: the removed leader resigns before answering: NOT_LEADER_OR_FOLLOWER, not NONE",
+)
+def test_a_cluster_carries_on_after_its_leader_removes_itself() -> None:
+    """KIP-853 end to end: the leader removes itself; once that commits it resigns, the
+    operator stops it, and the remaining voters elect a leader among themselves that commits
+    new records."""
+    cluster: LocalCluster[bytes] = LocalCluster(voters=3, seed=3, kraft_version=1)
+    leader, everyone_has, _ = converging(cluster)
+    assert cluster.run_until(lambda: cluster.leader() is not None, 10_000)
+    committed = cluster.append([b"a"])
+    assert cluster.run_until(lambda: everyone_has(committed), 5_000)
+    first = leader()
+    assert cluster.remove_voter(first) == "NONE"
+    assert not cluster.nodes[first].is_leader and not cluster.nodes[first].is_voter
+    cluster.disconnected.add(first)
+    assert cluster.run_until(lambda: cluster.leader() not in (None, first), 30_000)
+    others = [n for n in cluster.nodes if n != first]
+    last = cluster.append([b"b"])
+    assert last is not None
+    assert cluster.run_until(
+        lambda: all((cluster.nodes[n].high_watermark or 0) > last for n in others), 10_000
+    )
+    assert all(cluster.nodes[n].voter_ids == frozenset(others) for n in others)
+
+
+@pytest.mark.xfail(
+    strict=True, reason="BUG: a Prospective re-follows a leader absent from the voter set"
+)
+def test_voters_left_by_a_removed_leader_elect_a_new_one() -> None:
+    """KIP-996 with KIP-853: a Prospective keeps the leader it followed (Kafka's
+    ``ProspectiveState`` retains its leader and endpoints), so a pre-vote answer naming that
+    leader -- now removed, so absent from the voter set -- is no news; granted by a majority of
+    the new set {1, 3}, the replica campaigns instead of following the removed leader again."""
+    context: RaftTestContext[bytes] = (
+        RaftClientBuilder(LOCAL, voters=())
+        .with_bootstrap_voters(voter_set(1, 2, 3))
+        .append_to_log(4, [voters_record(voter_set(1, 3))], control=True)
+        .with_elected_leader(4, 2)
+        .build()
+    )
+    assert context.client.voter_ids == frozenset({1, 3})
+    context.expire_fetch_timeout()
+    context.advance(1)
+    sent = context.poll_until_request(VoteRequest)
+    assert [r.destination for r in sent] == [3]
+    body = sent[0].body
+    assert isinstance(body, VoteRequest) and body.pre_vote
+    removed_leader = (NodeEndpoint(2, "localhost", 9992),)
+    context.deliver_response(
+        sent[0],
+        vote_response(body.replica_epoch, granted=True, leader_id=2, node_endpoints=removed_leader),
+    )
+    context.poll_until_idle()
+    assert context.role in ("Candidate", "Leader"), context.client
+    assert context.epoch == 5
