@@ -1405,7 +1405,7 @@ def test_a_cluster_grows_and_shrinks_and_keeps_every_commit() -> None:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="BUG: the removed leader resigns before answering: NOT_LEADER_OR_FOLLOWER, not NONE",
+    reason="BUG: the removed leader answers NOT_LEADER_OR_FOLLOWER; the others re-follow it",
 )
 def test_a_cluster_carries_on_after_its_leader_removes_itself() -> None:
     """KIP-853 end to end: the leader removes itself; once that commits it resigns, the
