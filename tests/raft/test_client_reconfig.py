@@ -1403,6 +1403,30 @@ def test_a_cluster_grows_and_shrinks_and_keeps_every_commit() -> None:
         assert listener.records == [b"a", b"b", b"c"]
 
 
+def test_a_grown_cluster_elects_with_the_new_majority() -> None:
+    """KIP-853 end to end: two bootstrapped voters add a third; when the leader is lost, the
+    other old voter and the new one are a majority of {1, 2, 3} (not of the old {1, 2}) and
+    elect a leader that commits."""
+    cluster: LocalCluster[bytes] = LocalCluster(voters=2, seed=5, kraft_version=1)
+    leader, _, agree = converging(cluster)
+    assert cluster.run_until(lambda: cluster.leader() is not None, 10_000)
+    new = cluster.add_node()
+    assert cluster.run_until(lambda: cluster.nodes[new].high_watermark is not None, 10_000)
+    assert cluster.add_voter(new) == "NONE"
+    assert cluster.run_until(lambda: agree({1, 2, 3}), 10_000)
+
+    first = leader()
+    cluster.disconnected.add(first)
+    assert cluster.run_until(lambda: cluster.leader() not in (None, first), 30_000)
+    others = [n for n in cluster.nodes if n != first]
+    last = cluster.append([b"after"])
+    assert last is not None
+    assert cluster.run_until(
+        lambda: all((cluster.nodes[n].high_watermark or 0) > last for n in others), 10_000
+    )
+    assert cluster.listeners[new].records == [b"after"]
+
+
 @pytest.mark.xfail(
     strict=True,
     reason="BUG: the removed leader answers NOT_LEADER_OR_FOLLOWER; the others re-follow it",
