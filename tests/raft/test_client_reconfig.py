@@ -71,6 +71,7 @@ from kraft.testing.messages import (
     replica_key,
     update_voter_request,
     vote_response,
+    voter_endpoints,
     voter_set,
 )
 
@@ -203,10 +204,6 @@ def test_a_bootstrapped_voter_elects_itself_among_the_checkpoint_voters() -> Non
     assert context.client.voter_set == voter_set(1, 2, 3)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: the first leader's LeaderChange batch holds no KRaftVersionRecord/VotersRecord",
-)
 def test_the_first_leader_writes_the_bootstrap_records_into_the_log() -> None:
     """Kafka's ``testLeaderWritesBootstrapRecords``: the bootstrap checkpoint is never
     replicated, so the first leader writes its KRaftVersionRecord and VotersRecord into the log,
@@ -586,10 +583,6 @@ def test_remove_voter() -> None:
     assert response is not None and response.error_code == Errors.NONE
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: the removed leader resigns before answering: NOT_LEADER_OR_FOLLOWER, not NONE",
-)
 def test_remove_the_leader() -> None:
     """Kafka's ``testRemoveVoterIsLeader``: the leader removes itself, leads until the change
     commits in the new set ({2, 3}: both), then resigns (EndQuorumEpoch to the voters) and
@@ -634,17 +627,6 @@ def test_remove_a_replica_that_is_not_a_voter() -> None:
     assert response is not None and response.error_code == Errors.VOTER_NOT_FOUND
     assert remove_error(context, 4) == Errors.VOTER_NOT_FOUND
     assert context.client.voter_set == voter_set(1, 2, 3)
-
-
-def test_remove_the_other_voter_of_two() -> None:
-    """KIP-853: removing voter 2 of {1, 2} leaves {1}, whose majority is the leader alone: the
-    removal commits as soon as it is appended."""
-    context = leader(1, 2)
-    correlation_id = start_remove(context, 2)
-    assert context.voter_set == voter_set(1)
-    assert context.high_watermark == context.log_end_offset
-    response = context.response_to(correlation_id, RemoveRaftVoterResponse)
-    assert response is not None and response.error_code == Errors.NONE
 
 
 @pytest.mark.xfail(
@@ -968,11 +950,20 @@ def test_update_voter_while_an_add_is_pending() -> None:
     )
 
 
-def test_update_voter_under_kraft_version_0_is_unsupported() -> None:
-    """Kafka's ``testUpdateVoterWithKraftVersion0``."""
+def test_update_voter_under_kraft_version_0_is_kept_for_the_upgrade() -> None:
+    """KAFKA-16538: under kraft.version 0 a static voter reports its directory id and
+    listeners with UpdateRaftVoter; the leader answers NONE and keeps it for the upgrade to
+    kraft.version 1, appending nothing. A report without a directory id is INVALID_REQUEST; one
+    from a replica that is not a voter, VOTER_NOT_FOUND."""
     context = static_leader(1, 2)
-    response = update(context, replica_key(2, directory=False), listeners=another_listener(2))
-    assert response.error_code == Errors.UNSUPPORTED_VERSION
+    end = context.log_end_offset
+    assert update(context, 2, listeners=another_listener(2)).error_code == Errors.NONE
+    assert context.log_end_offset == end
+    assert context.client.kraft_version == 0
+    assert context.voter_set == VoterSet.from_static(voter_endpoints((1, 2)))
+    no_directory = update(context, replica_key(2, directory=False), listeners=another_listener(2))
+    assert no_directory.error_code == Errors.INVALID_REQUEST
+    assert update(context, 3).error_code == Errors.VOTER_NOT_FOUND
 
 
 # =============================================================================================
@@ -1038,7 +1029,6 @@ def follow_for(context: RaftTestContext[bytes], ms: int) -> list[UpdateRaftVoter
     return updates
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a follower never sends UpdateRaftVoter")
 def test_a_follower_publishes_listeners_the_voter_set_lacks() -> None:
     """Kafka's ``testFollowerSendsUpdateVoter``: a voter whose listeners (or kraft.version
     range) differ from its entry in the voter set sends UpdateRaftVoter to its leader, after a
@@ -1427,10 +1417,6 @@ def test_a_grown_cluster_elects_with_the_new_majority() -> None:
     assert cluster.listeners[new].records == [b"after"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: the removed leader answers NOT_LEADER_OR_FOLLOWER; the others re-follow it",
-)
 def test_a_cluster_carries_on_after_its_leader_removes_itself() -> None:
     """KIP-853 end to end: the leader removes itself; once that commits it resigns, the
     operator stops it, and the remaining voters elect a leader among themselves that commits
