@@ -575,8 +575,9 @@ class KafkaRaftClient(ClientView[T]):
                 self._transition_to_prospective(now)
                 return 0
             return state.election_deadline_ms - now
-        backoff = self._fetcher.maybe_send_fetch_to_any_bootstrap(now)
-        return max(0, min(backoff, state.election_deadline_ms - now))
+        # An observer has no election timer (a voter removed meanwhile drops its own).
+        state.election_deadline_ms = NO_DEADLINE
+        return max(0, self._fetcher.maybe_send_fetch_to_any_bootstrap(now))
 
     def _poll_resigned(self, state: ResignedState, now: int) -> int:
         build = self._epoch_rpcs.build_end_quorum_epoch
