@@ -36,16 +36,21 @@ from kraft.protocol.envelope import InboundRequest, InboundResponse, OutboundRes
 from kraft.protocol.errors import Errors
 from kraft.protocol.int32 import int32_fields_in_range
 from kraft.protocol.messages import (
+    AddRaftVoterRequest,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
     BeginQuorumEpochRequest,
     DescribeQuorumRequest,
     EndQuorumEpochRequest,
     FetchRequest,
     FetchSnapshotRequest,
+    RemoveRaftVoterRequest,
     Request,
     Response,
+    UpdateRaftVoterRequest,
     VoteRequest,
 )
-from kraft.raft.accumulator import NOTHING_TO_DRAIN_MS, AppendLock, BatchAccumulator
+from kraft.raft.accumulator import AppendLock, BatchAccumulator
 from kraft.raft.channel import (
     NO_METRICS,
     MetricsRecorder,
@@ -55,14 +60,15 @@ from kraft.raft.channel import (
 from kraft.raft.describe import describe_quorum
 from kraft.raft.fetch_server import FetchServer
 from kraft.raft.leader import LeaderState
+from kraft.raft.leader_appender import LeaderAppender
 from kraft.raft.listener_registry import ListenerRegistry
 from kraft.raft.listeners import LeaderAndEpoch, Listener
 from kraft.raft.quorum import QuorumState
 from kraft.raft.quorum_epoch import QuorumEpochRpcs
+from kraft.raft.reconfig import Reconfiguration, api_versions_response
 from kraft.raft.repair import StorageRepair
 from kraft.raft.replica_fetcher import ReplicaFetcher
 from kraft.raft.requests import RequestManager, bootstrap_server_id
-from kraft.raft.resources import RESOURCE_RETRY_MS, ResourceFailures, append_leader_batches
 from kraft.raft.response_prologue import ResponsePrologue, response_kinds
 from kraft.raft.rpc import PeerCheck, refusal
 from kraft.raft.shutdown import GracefulShutdown
@@ -78,7 +84,7 @@ from kraft.raft.states import (
     UnattachedState,
 )
 from kraft.raft.vote import VoteRpcs
-from kraft.record.control import LeaderChangeMessage, LeaderChangeVoter
+from kraft.raft.voter_set import VoterSet
 from kraft.record.serde import RecordSerde
 from kraft.snapshot.writer import SnapshotWriter
 
@@ -119,10 +125,10 @@ class KafkaRaftClient(Generic[T]):
         cluster_id: str | None = None,
         append_lock: AppendLock | None = None,
         metrics: MetricsRecorder = NO_METRICS,
+        local_endpoints: Endpoints = (),
     ) -> None:
         self.local_id = local_id
         self._metrics = metrics
-        self._resource_failures = ResourceFailures()
         #: When the election this replica is in started (``None``: none in progress).
         self._election_started_ms: int | None = None
         self.local_directory_id = local_directory_id
@@ -135,11 +141,10 @@ class KafkaRaftClient(Generic[T]):
         self._rand = rand
         self._serde = serde
         self._append_lock = append_lock
-        self.quorum: QuorumState[T] = QuorumState(local_id, local_directory_id, config, store, rand)
-        if config.bootstrap_servers:
-            bootstrap = [bootstrap_server_id(i) for i in range(len(config.bootstrap_servers))]
-        else:
-            bootstrap = sorted(v for v in config.voter_ids if v != local_id)
+        self.quorum: QuorumState[T] = QuorumState(
+            local_id, local_directory_id, config, store, rand, local_endpoints
+        )
+        bootstrap = [bootstrap_server_id(i) for i in range(len(config.bootstrap_servers))]
         self._requests = RequestManager(
             bootstrap, config.retry_backoff_ms, config.request_timeout_ms, rand
         )
@@ -165,6 +170,15 @@ class KafkaRaftClient(Generic[T]):
         self._listeners: ListenerRegistry[T] = ListenerRegistry(
             log, serde, queue.wakeup, clock, metrics, self._repair
         )
+        self._appender: LeaderAppender[T] = LeaderAppender(
+            log,
+            clock,
+            self.quorum.history,
+            self._listeners,
+            self._fetch_server,
+            metrics,
+            self._follow_voter_changes,
+        )
         self._epoch_rpcs = epoch_rpcs = QuorumEpochRpcs(self.quorum, config, self._maybe_transition)
         self._vote_rpcs: VoteRpcs[T] = VoteRpcs(
             self.quorum,
@@ -182,6 +196,15 @@ class KafkaRaftClient(Generic[T]):
         self._next_clean_ms = 0
         self._duplicate_id_log = LogLimiter(DUPLICATE_NODE_ID_LOG_INTERVAL_MS)
         self._peer_check = PeerCheck(self.quorum, config.reject_unknown_replicas)
+        self._reconfig: Reconfiguration[T] = Reconfiguration(
+            self.quorum,
+            config,
+            self._requests,
+            channel,
+            clock,
+            lambda: self._shutdown is not None,
+            self._respond,
+        )
         # Dispatch tables, built once: per epoch state, per request and per response type.
         self._state_pollers: dict[type, Callable[[Any, int], int]] = {
             LeaderState: self._poll_leader,
@@ -201,6 +224,10 @@ class KafkaRaftClient(Generic[T]):
             DescribeQuorumRequest: lambda request, body, now: describe_quorum(
                 body, self.quorum, log, now, clock.wall_ms()
             ),
+            ApiVersionsRequest: lambda request, body, now: api_versions_response(),
+            AddRaftVoterRequest: self._reconfig.handle_add_voter,
+            RemoveRaftVoterRequest: self._reconfig.handle_remove_voter,
+            UpdateRaftVoterRequest: self._reconfig.handle_update_voter,
         }
         self._prologue = ResponsePrologue(
             self.quorum, self._maybe_transition, self._transition_to_follower
@@ -214,6 +241,8 @@ class KafkaRaftClient(Generic[T]):
         if self._initialized:
             raise IllegalStateError("the client is initialized already")
         now = self.clock.now_ms()
+        self.quorum.history.sync(self.log)
+        self._follow_voter_changes(now)
         self.quorum.initialize(self.log.last_fetched_epoch, now)
         self._initialized = True
         state = self.quorum.state
@@ -237,6 +266,7 @@ class KafkaRaftClient(Generic[T]):
     @metrics.setter
     def metrics(self, recorder: MetricsRecorder) -> None:
         self._metrics = self._fetcher.metrics = self._listeners.metrics = recorder
+        self._appender.metrics = recorder
         self._repair.metrics = recorder
 
     def close(self) -> None:
@@ -274,6 +304,21 @@ class KafkaRaftClient(Generic[T]):
     def voted_id(self) -> int | None:
         key = self.quorum.voted_key
         return None if key is None else key.id
+
+    @property
+    def voter_set(self) -> VoterSet:
+        """The voters in force: the latest set in the log, committed or not (KIP-853); the
+        configured ones under ``kraft.version`` 0."""
+        return self.quorum.voter_set
+
+    @property
+    def voter_ids(self) -> frozenset[int]:
+        return self.quorum.voters
+
+    @property
+    def kraft_version(self) -> int:
+        """The ``kraft.version`` in force: 0 (static voters) or 1 (voters in the log)."""
+        return self.quorum.history.kraft_version
 
     @property
     def high_watermark(self) -> int | None:
@@ -315,6 +360,7 @@ class KafkaRaftClient(Generic[T]):
             last_contained_log_timestamp_ms=last_contained_log_time_ms,
             timestamp_ms=self.clock.wall_ms(),
             max_batch_size_bytes=self.config.max_batch_size_bytes,
+            control_messages=self.quorum.history.snapshot_control_messages(snapshot_id),
         )
 
     @property
@@ -446,6 +492,7 @@ class KafkaRaftClient(Generic[T]):
         if self._maybe_complete_shutdown(now):
             return NO_DEADLINE
         self._repair.poll(now)
+        self._follow_voter_changes(now)
         state = self.quorum.state
         timeout = self._state_pollers[type(state)](state, now)
         timeout = min(timeout, self._fetch_server.expire_parked(now))
@@ -458,6 +505,7 @@ class KafkaRaftClient(Generic[T]):
                 self._handle_request(message, now_after)
             else:
                 self._handle_response(message, now_after)
+            self._follow_voter_changes(now_after)
             state = self.quorum.state
             if isinstance(state, LeaderState):
                 if state.high_watermark != high_watermark:
@@ -494,6 +542,9 @@ class KafkaRaftClient(Generic[T]):
     def _poll_leader(self, state: LeaderState[T], now: int) -> int:
         self._fire_leader_change()
         expired = state.check_quorum_expired(now)
+        if self._reconfig.removed_self_committed(state):
+            logger.info("epoch %d: this leader's removal committed; resigning", state.epoch)
+            state.resign_requested = True
         if self._shutdown is not None or state.resign_requested or expired:
             if expired:
                 logger.info(
@@ -503,7 +554,7 @@ class KafkaRaftClient(Generic[T]):
                 )
             self._transition_to_resigned(state.successors_by_fetch_offset(), now)
             return 0
-        until_drain = self._maybe_append_batches(state, now)
+        until_drain = self._appender.maybe_append(state, now)
         if state.begin_quorum_epoch_due(now):
             self._maybe_send_requests(
                 now, state.other_voters(), self._epoch_rpcs.build_begin_quorum_epoch
@@ -511,7 +562,8 @@ class KafkaRaftClient(Generic[T]):
             state.reset_begin_quorum_epoch_timer(now)
         until_heartbeat = state.begin_quorum_epoch_deadline_ms - now
         until_check_quorum = state.check_quorum_deadline_ms - now
-        return max(0, min(until_drain, until_heartbeat, until_check_quorum))
+        until_change = self._reconfig.poll(state, now)
+        return max(0, min(until_drain, until_heartbeat, until_check_quorum, until_change))
 
     def _poll_follower(self, state: FollowerState, now: int) -> int:
         fetcher = self._fetcher
@@ -568,6 +620,8 @@ class KafkaRaftClient(Generic[T]):
 
     def _poll_unattached(self, state: UnattachedState, now: int) -> int:
         if self.quorum.is_voter:
+            if state.election_deadline_ms == NO_DEADLINE:  # an observer that became a voter
+                state.election_deadline_ms = now + self.quorum.random_election_timeout_ms()
             if self._shutdown is not None:
                 return self._shutdown.remaining_ms(now)
             if now >= state.election_deadline_ms:
@@ -618,6 +672,7 @@ class KafkaRaftClient(Generic[T]):
         if isinstance(previous, LeaderState) and not isinstance(self.quorum.state, LeaderState):
             self._listeners.drop_uncommitted()
             self._fetch_server.fail_parked()
+            self._reconfig.leadership_lost()
         self._fire_leader_change()
 
     def _transition_to_unattached(self, epoch: int, leader_id: int | None, now: int) -> None:
@@ -685,17 +740,8 @@ class KafkaRaftClient(Generic[T]):
         self.log.initialize_leader_epoch(leader.epoch)
         self._listeners.drop_uncommitted()
         # The HW can only move once a record of this epoch is replicated: write one now.
-        accumulator.append_control_messages(
-            [
-                LeaderChangeMessage(
-                    version=0,
-                    leader_id=self.local_id,
-                    voters=tuple(LeaderChangeVoter(v) for v in sorted(leader.voters)),
-                    granting_voters=tuple(LeaderChangeVoter(v) for v in granting),
-                )
-            ],
-            self.clock.wall_ms(),
-        )
+        message = leader.voter_set.leader_change(self.local_id, granting, self.kraft_version)
+        accumulator.append_control_messages([message], self.clock.wall_ms())
         self._after_transition(state)
         self._end_election(now)
         logger.info("epoch %d: elected leader (votes from %s)", leader.epoch, granting)
@@ -766,34 +812,15 @@ class KafkaRaftClient(Generic[T]):
         return True
 
     # -- The leader's append path -----------------------------------------------------------------
-    def _maybe_append_batches(self, state: LeaderState[T], now: int) -> int:
-        accumulator = state.accumulator
-        due = accumulator.time_until_drain(self.clock.wall_ms()) <= 0
-        if due or state.unwritten:  # what a lack of descriptors kept goes first (resources.py)
-            batches = state.unwritten + (accumulator.drain() if due else [])
-            written = append_leader_batches(self.log, batches, self._resource_failures, now)
-            state.unwritten = batches[written:]
-            appended = 0
-            for batch in batches[:written]:
-                appended += batch.num_records
-                if not batch.is_control:
-                    self._listeners.hold(batch)
-            if written:
-                self._metrics.record_append_records(appended, now)
-                self._flush_leader_log(state, now)
-        until = accumulator.time_until_drain(self.clock.wall_ms())
-        until = min(until, RESOURCE_RETRY_MS) if state.unwritten else until
-        return NO_DEADLINE if until >= NOTHING_TO_DRAIN_MS else until
-
-    def _flush_leader_log(self, state: LeaderState[T], now: int) -> None:
-        # As Kafka: the leader's own end offset counts before the flush, and the parked
-        # fetches get the new records (and HW) before it too: the followers' round trip
-        # overlaps the leader's fsync. A single voter commits on its own append.
-        fetch_server = self._fetch_server
-        if state.update_local_state(self.log.log_end_offset, now):
-            fetch_server.on_update_leader_high_watermark(state)
-        fetch_server.complete_parked(self.clock.now_ms())
-        self.log.flush()
+    def _follow_voter_changes(self, now: int) -> None:
+        """A new voter set (KIP-853) makes the leader re-count its voters."""
+        state = self.quorum.state
+        if (
+            self._reconfig.follow_changes(self.log)
+            and isinstance(state, LeaderState)
+            and state.update_voter_set(self.quorum.voter_set, now)
+        ):
+            self._fetch_server.on_update_leader_high_watermark(state)
 
     # -- Sending ----------------------------------------------------------------------------------
     def _maybe_send_requests(
@@ -840,7 +867,9 @@ class KafkaRaftClient(Generic[T]):
             )
             return
         kind = self._response_kinds.get(type(body))
-        if kind is None:
+        if isinstance(body, ApiVersionsResponse):
+            ok = self._reconfig.handle_api_versions_response(response, body, now)
+        elif kind is None:
             ok = False  # kraft sends no DescribeQuorum
         elif not int32_fields_in_range(body):
             logger.error(

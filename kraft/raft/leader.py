@@ -12,6 +12,10 @@ heartbeats (KIP-595, KAFKA-16536):
   no high watermark, and it never decreases.
 - Only fetches from a matching voter (id and directory id) move the high watermark; observers
   are tracked for DescribeQuorum only.
+- KIP-853: the voters are the latest set in the log, from the moment it is appended
+  (:meth:`LeaderState.update_voter_set`): a replica added moves from the observers to the
+  voters with its progress, a replica removed the other way -- the leader itself included: a
+  leader that removed itself counts for nothing until it resigns, once the removal commits.
 - Check-quorum: unless a majority of voters (the leader counts) fetched within 1.5 x the fetch
   timeout, the leader resigns. A single voter never does.
 """
@@ -25,6 +29,7 @@ from kraft.raft.states import NO_DEADLINE, ReplicaKey
 
 if TYPE_CHECKING:
     from kraft.raft.accumulator import BatchAccumulator, CompletedBatch
+    from kraft.raft.voter_set import VoterSet
 
 __all__ = ["LeaderState", "ReplicaState"]
 
@@ -53,7 +58,7 @@ class LeaderState(Generic[T]):
     epoch: int
     local: ReplicaKey
     epoch_start_offset: int
-    voters: frozenset[int]
+    voter_set: VoterSet
     accumulator: BatchAccumulator[T]
     check_quorum_timeout_ms: int
     begin_quorum_epoch_interval_ms: int
@@ -69,12 +74,55 @@ class LeaderState(Generic[T]):
     unwritten: list[CompletedBatch[T]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        # The static voter set has no directory ids (kraft.version 0): voters are keyed by
-        # id alone, the leader included (DescribeQuorum reports no directory id for them).
-        for voter in self.voters:
-            self.voter_states.setdefault(voter, ReplicaState(ReplicaKey(voter)))
-        if len(self.voters) <= 1:
+        # Voters are keyed as the voter set has them: by id alone under kraft.version 0 (the
+        # static set has no directory ids; DescribeQuorum then reports none), by id and
+        # directory id under 1.
+        for key in self.voter_set.keys:
+            self.voter_states.setdefault(key.id, ReplicaState(key))
+        if len(self.voter_set) <= 1:
             self.check_quorum_deadline_ms = NO_DEADLINE
+
+    @property
+    def voters(self) -> frozenset[int]:
+        return self.voter_set.ids
+
+    def update_voter_set(self, voter_set: VoterSet, now_ms: int) -> bool:
+        """The voter set changed (a VotersRecord was appended or truncated away): move the
+        replicas between voters and observers, keeping what is known of their progress.
+        True if the high watermark moved."""
+        old = self.voter_states
+        observers = self.observer_states
+        self.voter_set = voter_set
+        self.voter_states = {}
+        for key in voter_set.keys:
+            state = old.pop(key.id, None)
+            if state is None or not state.key.matches(key):
+                state = observers.pop(key.id, None)
+            if state is None or not state.key.matches(key):
+                state = ReplicaState(key)
+            self.voter_states[key.id] = ReplicaState(
+                key,
+                state.end_offset,
+                state.last_fetch_timestamp_ms,
+                state.last_caught_up_timestamp_ms,
+                state.leader_end_at_last_fetch,
+            )
+        for replica_id, state in old.items():
+            observers[replica_id] = state  # removed voters are observers from now on
+        self.fetched_voters &= set(voter_set.ids)
+        if len(voter_set) <= 1:
+            self.check_quorum_deadline_ms = NO_DEADLINE
+        elif self.check_quorum_deadline_ms == NO_DEADLINE:
+            self.check_quorum_deadline_ms = now_ms + self.check_quorum_timeout_ms
+        return self._maybe_update_high_watermark()
+
+    def is_replica_caught_up(self, key: ReplicaKey, now_ms: int, max_lag_ms: int) -> bool:
+        """Whether replica ``key`` has been caught up with this leader's end offset within
+        the last ``max_lag_ms`` (Kafka's ``isReplicaCaughtUp``, for AddRaftVoter)."""
+        state = self.voter_states.get(key.id) or self.observer_states.get(key.id)
+        if state is None or not state.key.matches(key) or state.end_offset is None:
+            return False
+        return state.last_caught_up_timestamp_ms >= now_ms - max_lag_ms
 
     @property
     def name(self) -> str:
@@ -84,7 +132,7 @@ class LeaderState(Generic[T]):
     def update_local_state(self, end_offset: int, now_ms: int) -> bool:
         """The leader's own log end offset moved (after a drain); True if the HW moved."""
         state = self.voter_states.get(self.local.id)
-        if state is None:  # a leader that is not a voter (voter-set changes, later)
+        if state is None:  # a leader that removed itself (KIP-853) counts for nothing
             return False
         state.end_offset = end_offset
         state.last_fetch_timestamp_ms = now_ms
@@ -123,7 +171,7 @@ class LeaderState(Generic[T]):
             (s.end_offset for s in self.voter_states.values() if s.end_offset is not None),
             reverse=True,
         )
-        index = len(self.voters) // 2
+        index = len(self.voter_states) // 2
         if index >= len(offsets):
             return False
         candidate = offsets[index]
@@ -138,11 +186,13 @@ class LeaderState(Generic[T]):
     # -- check-quorum and heartbeats -------------------------------------------------------
     def record_fetch_for_check_quorum(self, replica_id: int, now_ms: int) -> None:
         """A voter fetched (or fetched a snapshot): maybe restart the check-quorum interval."""
-        if replica_id not in self.voters or replica_id == self.local.id:
+        voters = self.voter_states
+        if replica_id not in voters or replica_id == self.local.id:
             return
         self.fetched_voters.add(replica_id)
-        # The leader counts itself towards the majority.
-        if len(self.fetched_voters) + 1 >= len(self.voters) // 2 + 1:
+        # The leader counts itself towards the majority (while it is a voter).
+        own = 1 if self.local.id in voters else 0
+        if len(self.fetched_voters) + own >= len(voters) // 2 + 1:
             self.fetched_voters.clear()
             self.check_quorum_deadline_ms = now_ms + self.check_quorum_timeout_ms
 
@@ -156,7 +206,7 @@ class LeaderState(Generic[T]):
         self.begin_quorum_epoch_deadline_ms = now_ms + self.begin_quorum_epoch_interval_ms
 
     def other_voters(self) -> list[int]:
-        return sorted(v for v in self.voters if v != self.local.id)
+        return sorted(v for v in self.voter_states if v != self.local.id)
 
     def successors_by_fetch_offset(self) -> list[int]:
         """The other voters, most caught-up first (EndQuorumEpoch's preferred candidates)."""

@@ -49,6 +49,8 @@ from kraft.raft.states import (
     ResignedState,
     UnattachedState,
 )
+from kraft.raft.voter_history import VoterHistory
+from kraft.raft.voter_set import VoterSet
 
 if TYPE_CHECKING:
     from kraft.raft.accumulator import BatchAccumulator
@@ -128,11 +130,16 @@ class QuorumState(Generic[T]):
         config: QuorumConfig,
         store: QuorumStateStore,
         rand: random.Random,
+        local_endpoints: Endpoints = (),
     ) -> None:
         self.local_id = local_id
         self.local_directory_id = local_directory_id
+        #: This replica's listeners (what it tells a leader in UpdateRaftVoter, and announces
+        #: when it leads); none: the voter set's entry for it, if any.
+        self.local_endpoints = local_endpoints
         self.config = config
-        self.voters = config.voter_ids
+        #: The voter set and kraft.version by offset, as the log says (KIP-853).
+        self.history = VoterHistory(VoterSet.from_static(config.voters))
         self.store = store
         self.rand = rand
         #: Consecutive elections this replica stood in (drives the candidate backoff).
@@ -159,8 +166,18 @@ class QuorumState(Generic[T]):
         return self.state.epoch
 
     @property
+    def voter_set(self) -> VoterSet:
+        """The voters in force: the latest set in the log, committed or not (KIP-853)."""
+        return self.history.last_voter_set
+
+    @property
+    def voters(self) -> frozenset[int]:
+        return self.history.last_voter_set.ids
+
+    @property
     def is_voter(self) -> bool:
-        return self.local_id is not None and self.local_id in self.voters
+        local = self.local_key
+        return local is not None and self.history.last_voter_set.is_voter(local)
 
     @property
     def is_observer(self) -> bool:
@@ -168,7 +185,14 @@ class QuorumState(Generic[T]):
 
     @property
     def is_only_voter(self) -> bool:
-        return len(self.voters) == 1 and self.local_id in self.voters
+        local = self.local_key
+        return local is not None and self.history.last_voter_set.is_only_voter(local)
+
+    def own_endpoints(self) -> Endpoints:
+        """The listeners this replica announces: its own, else the voter set's entry."""
+        if self.local_endpoints or self.local_id is None:
+            return self.local_endpoints
+        return self.leader_endpoints(self.local_id)
 
     @property
     def local_key(self) -> ReplicaKey | None:
@@ -201,10 +225,10 @@ class QuorumState(Generic[T]):
         return self.state.high_watermark
 
     def leader_endpoints(self, leader_id: int) -> Endpoints:
-        endpoint = self.config.voters.get(leader_id)
-        if endpoint is None:
-            return ()
-        return (("CONTROLLER", endpoint.host, endpoint.port),)
+        """What the voter set knows of ``leader_id``'s listeners (none for a non-voter)."""
+        if leader_id == self.local_id and self.local_endpoints:
+            return self.local_endpoints
+        return self.history.last_voter_set.endpoints(leader_id)
 
     def current_leader_endpoints(self) -> Endpoints:
         """The endpoints this replica knows for its current leader (none without one)."""
@@ -213,7 +237,7 @@ class QuorumState(Generic[T]):
             return state.leader_endpoints
         leader = self.leader_id
         # Leader, Resigned, and a Prospective or Unattached replica that knows its leader:
-        # the static voter set holds that leader's address (Kafka keeps the endpoints a
+        # the voter set holds that leader's address (Kafka keeps the endpoints a
         # Follower had when it turns Prospective).
         return () if leader is None else self.leader_endpoints(leader)
 
@@ -412,7 +436,7 @@ class QuorumState(Generic[T]):
             epoch=self.epoch,
             local=local,
             epoch_start_offset=epoch_start_offset,
-            voters=self.voters,
+            voter_set=self.voter_set,
             accumulator=accumulator,
             check_quorum_timeout_ms=fetch_timeout * 3 // 2,
             begin_quorum_epoch_interval_ms=fetch_timeout // 2,
@@ -457,7 +481,8 @@ class QuorumState(Generic[T]):
                 state.high_watermark,
                 self.local_id,
                 self.voters,
-                self._election_deadline(now_ms),
+                # A leader that removed itself is no voter, yet it must leave Resigned too.
+                now_ms + self.random_election_timeout_ms(),
                 preferred_successors=list(preferred_successors),
                 unacknowledged=set(state.other_voters()),
             )

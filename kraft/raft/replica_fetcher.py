@@ -240,6 +240,7 @@ class ReplicaFetcher(Generic[T]):
         except ValueError as exc:
             logger.error("truncation to %s refused: %s", end, exc)
             return False
+        self._quorum.history.truncated(offset)  # a voter set truncated away is rolled back
         logger.info(
             "truncated the log to offset %d (diverging epoch %d ends at %d)",
             offset,
@@ -270,6 +271,8 @@ class ReplicaFetcher(Generic[T]):
             log.flush()  # what did get in is durable before a Fetch reports it
             return False
         self.metrics.record_fetch_records(log.log_end_offset - before, self._clock.now_ms())
+        # A VotersRecord applies once appended (KIP-853): it may make this replica a voter.
+        self._quorum.history.appended(log, before, records)
         if self._quorum.is_voter or self._config.followers_always_flush:
             # The leader counts a voter's fetch offset towards the HW: it must be durable.
             log.flush()
@@ -419,6 +422,7 @@ class ReplicaFetcher(Generic[T]):
         if not log.truncate_to_latest_snapshot():
             logger.info("the log is already past snapshot %s", log.latest_snapshot_id)
             return
+        self._quorum.history.reload(log)  # the voters are the snapshot's now
         offset = log.log_start_offset
         if state.high_watermark is None or state.high_watermark < offset:
             state.high_watermark = offset

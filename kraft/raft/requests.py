@@ -34,6 +34,10 @@ def bootstrap_server_id(index: int) -> int:
     return -2 - index
 
 
+def _no_address(destination: int) -> tuple[str, int] | None:
+    return None
+
+
 @dataclass(slots=True)
 class _Connection:
     correlation_id: int | None = None  # the request in flight, if any
@@ -61,6 +65,9 @@ class RequestManager:
         self._request_timeout_ms = request_timeout_ms
         self._rand = rand
         self._connections: dict[int, _Connection] = {}
+        #: Where a destination listens, as the core knows it (the voter set, the leader's
+        #: endpoints): carried on each request for the channel (KIP-853 voters move).
+        self.address_of: Callable[[int], tuple[str, int] | None] = _no_address
 
     def _connection(self, node: int) -> _Connection:
         connection = self._connections.get(node)
@@ -124,6 +131,11 @@ class RequestManager:
     def bootstrap_servers(self) -> list[int]:
         return list(self._bootstrap_servers)
 
+    def set_bootstrap_servers(self, servers: Iterable[int]) -> None:
+        """Replace the servers an observer asks for the leader (the voters, when they change
+        and no ``bootstrap_servers`` are configured)."""
+        self._bootstrap_servers = list(servers)
+
     def remaining_any_request_time_ms(self, now_ms: int) -> int:
         """Time until the earliest request in flight times out (0: none in flight)."""
         return max(
@@ -182,7 +194,11 @@ class RequestManager:
             self.on_request_sent(
                 destination, correlation_id, now_ms, body.API_KEY.value, timeout_ms
             )
-            channel.send(OutboundRequest(correlation_id, destination, body, now_ms))
+            channel.send(
+                OutboundRequest(
+                    correlation_id, destination, body, now_ms, self.address_of(destination)
+                )
+            )
             return timeout_ms
         return self.remaining_request_time_ms(destination, now_ms)
 

@@ -111,6 +111,8 @@ class VoterHistory:
         self._versions = _Timeline()
         #: The next log offset to read; -1 until the first sync.
         self._next_offset = -1
+        #: How many times the voter set or kraft.version changed (for whoever must react).
+        self.changes = 0
 
     # -- what is in force ------------------------------------------------------------------
     @property
@@ -159,16 +161,30 @@ class VoterHistory:
         if the voter set or ``kraft.version`` changed."""
         if self._next_offset < 0:
             return self.sync(log)  # first use: the sync reads these batches too
-        changed = False
-        if base_offset < self._next_offset:
-            changed = self.truncated(base_offset)  # an append there means a truncation
-        elif base_offset > self._next_offset:
-            self._read_log(log, base_offset)  # appends this history did not see
+        changed = self._catch_up_to(log, base_offset)
         for batch in iter_batches(data, verify_crc=False):
             if batch.is_control:
                 changed |= self._read_control_batch(batch)
             self._next_offset = batch.next_offset
         return changed
+
+    def advanced(self, log: ReplicatedLog, base_offset: int, next_offset: int) -> bool:
+        """Batches known to hold no control record were appended from ``base_offset`` up to
+        ``next_offset`` (the leader's data batches: nothing to decode)."""
+        if self._next_offset < 0:
+            return self.sync(log)
+        changed = self._catch_up_to(log, base_offset)
+        self._next_offset = next_offset
+        return changed
+
+    def _catch_up_to(self, log: ReplicatedLog, base_offset: int) -> bool:
+        if base_offset < self._next_offset:
+            return self.truncated(base_offset)  # an append there means a truncation
+        if base_offset > self._next_offset:
+            before = self.changes
+            self._read_log(log, base_offset)  # appends this history did not see
+            return self.changes != before
+        return False
 
     def truncated(self, end_offset: int) -> bool:
         """The log was truncated to ``end_offset``: forget what came after. True if the voter
@@ -179,6 +195,7 @@ class VoterHistory:
         dropped = self._voters.truncate_new(end_offset)
         dropped |= self._versions.truncate_new(end_offset)
         if dropped:
+            self.changes += 1
             logger.info(
                 "truncation to %d rolled back the voter set to %s", end_offset, self.last_voter_set
             )
@@ -186,8 +203,10 @@ class VoterHistory:
 
     def sync(self, log: ReplicatedLog) -> bool:
         """Catch up with ``log`` however it moved; True if the voter set or version changed."""
-        before = (self.last_voter_set, self.kraft_version)
         start, end = log.log_start_offset, log.log_end_offset
+        if start <= self._next_offset == end:
+            return False  # nothing moved: the common case, once a poll
+        before = (self.last_voter_set, self.kraft_version)
         if self._next_offset < 0 or self._next_offset < start:
             self._load_snapshot(log)
         elif end < self._next_offset:
@@ -196,7 +215,10 @@ class VoterHistory:
             self._read_log(log, end)
         self._voters.truncate_old(start)
         self._versions.truncate_old(start)
-        return (self.last_voter_set, self.kraft_version) != before
+        if (self.last_voter_set, self.kraft_version) != before:
+            self.changes += 1
+            return True
+        return False
 
     def reload(self, log: ReplicatedLog) -> bool:
         """Forget everything and read the latest snapshot and the log again (after a snapshot
@@ -243,6 +265,7 @@ class VoterHistory:
         self._next_offset = offset
 
     def _read_control_batch(self, batch: RecordBatch) -> bool:
+        """Apply the control records of ``batch``; True (and counted) if anything changed."""
         changed = False
         offset = batch.base_offset
         for kind, message in control_records(batch):
@@ -255,6 +278,8 @@ class VoterHistory:
                 changed |= self._set(self._voters, offset, voters)
                 logger.info("voter set at offset %d: %s", offset, voters)
             offset += 1
+        if changed:
+            self.changes += 1
         return changed
 
     @staticmethod

@@ -13,7 +13,7 @@ A ``VoterSet`` is immutable: :meth:`VoterSet.add`, :meth:`VoterSet.remove` and
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from kraft.common.uuids import ZERO_UUID
@@ -21,6 +21,8 @@ from kraft.config import Endpoint
 from kraft.raft.states import Endpoints, ReplicaKey
 from kraft.record.control import (
     KRaftVersionFeature,
+    LeaderChangeMessage,
+    LeaderChangeVoter,
     VotersRecord,
     VotersRecordEndpoint,
     VotersRecordVoter,
@@ -159,6 +161,25 @@ class VoterSet:
         mine, theirs = set(self.keys), set(other.keys)
         return len(mine ^ theirs) <= 1 or (
             mine == theirs and sum(self.node(k.id) != other.node(k.id) for k in mine) <= 1
+        )
+
+    def leader_change(
+        self, leader_id: int, granting: Sequence[int], kraft_version: int
+    ) -> LeaderChangeMessage:
+        """The LeaderChange record a new leader writes: these voters and those that voted for
+        it, with directory ids (version 1) under ``kraft.version`` 1."""
+
+        def voter(voter_id: int) -> LeaderChangeVoter:
+            key = self.key(voter_id)
+            if key is None or key.directory_id is None:
+                return LeaderChangeVoter(voter_id)
+            return LeaderChangeVoter(voter_id, key.directory_id)
+
+        return LeaderChangeMessage(
+            version=1 if kraft_version >= 1 else 0,
+            leader_id=leader_id,
+            voters=tuple(voter(v) for v in self._voters),
+            granting_voters=tuple(voter(v) for v in granting),
         )
 
     # -- changes ---------------------------------------------------------------------------

@@ -21,7 +21,12 @@ from typing import Generic, TypeVar
 
 from kraft.errors import IllegalStateError, RecordBatchTooLargeError
 from kraft.record.batch import RECORD_BATCH_OVERHEAD, encode_batch
-from kraft.record.control import SnapshotFooterRecord, SnapshotHeaderRecord, control_batch
+from kraft.record.control import (
+    ControlMessage,
+    SnapshotFooterRecord,
+    SnapshotHeaderRecord,
+    control_batch,
+)
 from kraft.record.offsets import OffsetAndEpoch
 from kraft.record.serde import RecordSerde
 from kraft.snapshot.raw import RawSnapshotWriter
@@ -79,7 +84,8 @@ class SnapshotWriter(Generic[T]):
     """Writes one snapshot through a :class:`~kraft.snapshot.raw.RawSnapshotWriter`.
 
     Use it as a context manager, or call :meth:`close`: leaving without :meth:`freeze`
-    abandons the snapshot (its partial file is removed).
+    abandons the snapshot (its partial file is removed). ``control_messages`` (the
+    ``kraft.version`` and voter set under KIP-853) go in one control batch after the header.
     """
 
     __slots__ = (
@@ -102,6 +108,7 @@ class SnapshotWriter(Generic[T]):
         last_contained_log_timestamp_ms: int,
         timestamp_ms: int,
         max_batch_size_bytes: int = DEFAULT_MAX_BATCH_SIZE_BYTES,
+        control_messages: Sequence[ControlMessage] = (),
     ) -> None:
         if raw.size_in_bytes != 0 or raw.is_frozen:
             raise IllegalStateError(f"a snapshot writer needs an empty raw snapshot, got {raw!r}")
@@ -115,9 +122,15 @@ class SnapshotWriter(Generic[T]):
         self._pending: list[bytes] = []
         self._pending_size = RECORD_BATCH_OVERHEAD
         self._closed = False
+        epoch = self.snapshot_id.epoch
         header = SnapshotHeaderRecord(0, last_contained_log_timestamp_ms)
-        raw.append(control_batch(0, self.snapshot_id.epoch, [header], timestamp_ms=timestamp_ms))
+        raw.append(control_batch(0, epoch, [header], timestamp_ms=timestamp_ms))
         self._next_offset = 1
+        if control_messages:
+            # KIP-853: the kraft.version and the voter set right after the header, as Kafka's
+            # RecordsSnapshotWriter writes them.
+            raw.append(control_batch(1, epoch, control_messages, timestamp_ms=timestamp_ms))
+            self._next_offset += len(control_messages)
 
     # -- properties --------------------------------------------------------------------------
     @property

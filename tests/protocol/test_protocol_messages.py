@@ -203,6 +203,10 @@ def test_api_keys_are_kafkas() -> None:
         ApiKey.FETCH: 18,
         ApiKey.FETCH_SNAPSHOT: 1,
         ApiKey.DESCRIBE_QUORUM: 2,
+        ApiKey.API_VERSIONS: 4,
+        ApiKey.ADD_RAFT_VOTER: 1,
+        ApiKey.REMOVE_RAFT_VOTER: 0,
+        ApiKey.UPDATE_RAFT_VOTER: 0,
     }
 
 

@@ -17,6 +17,7 @@ from kraft.errors import IllegalStateError
 from kraft.log.quorum_state import ElectionState, MemoryQuorumStateStore
 from kraft.raft.leader import LeaderState
 from kraft.raft.quorum import TRANSITIONS, QuorumState
+from kraft.raft.voter_set import VoterSet
 from kraft.raft.states import (
     NO_DEADLINE,
     CandidateState,
@@ -298,7 +299,7 @@ def leader_state(
         epoch=4,
         local=ReplicaKey(1),
         epoch_start_offset=start,
-        voters=voters,
+        voter_set=VoterSet.from_static({v: Endpoint("h", 9000 + v) for v in voters}),
         accumulator=FakeAccumulator(),  # type: ignore[arg-type]
         check_quorum_timeout_ms=3000,
         begin_quorum_epoch_interval_ms=1000,
