@@ -741,7 +741,8 @@ class KafkaRaftClient(Generic[T]):
         self._listeners.drop_uncommitted()
         # The HW can only move once a record of this epoch is replicated: write one now.
         message = leader.voter_set.leader_change(self.local_id, granting, self.kraft_version)
-        accumulator.append_control_messages([message], self.clock.wall_ms())
+        messages = [message, *self.quorum.history.bootstrap_voters_to_log()]
+        accumulator.append_control_messages(messages, self.clock.wall_ms())
         self._after_transition(state)
         self._end_election(now)
         logger.info("epoch %d: elected leader (votes from %s)", leader.epoch, granting)

@@ -155,6 +155,16 @@ class VoterHistory:
             return []
         return [KRaftVersionRecord(0, version), self.voter_set_at(last).to_record()]
 
+    def bootstrap_voters_to_log(self) -> list[ControlMessage]:
+        """What a new leader writes after its LeaderChange while its voters come only from the
+        bootstrap checkpoint (their entry at offset -1): the ``KRaftVersionRecord`` and the
+        ``VotersRecord``, so that a replica that never read the checkpoint (a node formatted
+        to join) learns them from the log (Kafka's ``appendStartOfEpochControlRecords``)."""
+        last = self._voters.last()
+        if last is None or last[0] >= 0:
+            return []
+        return [KRaftVersionRecord(0, self.kraft_version), _as_voters(last[1]).to_record()]
+
     # -- following the log -----------------------------------------------------------------
     def appended(self, log: ReplicatedLog, base_offset: int, data: bytes | memoryview) -> bool:
         """Batches ``data`` (whole, already validated) were appended at ``base_offset``; True

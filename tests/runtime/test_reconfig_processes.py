@@ -1,0 +1,176 @@
+"""KIP-853 with real processes: a dynamic quorum of three ``kraft node`` processes (formatted
+with ``kraft storage format --initial-controllers``) grows to four with ``kraft quorum
+add-controller``, loses its leader to kill -9 while ``kraft quorum remove-controller`` removes a
+voter, and ends with the voter set every node agrees on, the one ``kraft quorum describe``
+reports, and every acknowledged record on every node.
+
+Every wait is bounded (LocalQuorum raises TimeoutError naming the node's log file, the CLI runs
+under a timeout); every process is stopped at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kraft.runtime.processes import LOOPBACK_TIMERS, LocalQuorum
+
+pytestmark = pytest.mark.slow
+
+TIMEOUT_S = 60.0
+#: The VoterHistory line a replica logs when a VotersRecord reaches its log.
+VOTER_SET_LINE = "voter set at offset"
+
+
+def kraft(*args: str, timeout_s: float = TIMEOUT_S + 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kraft.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
+
+
+def voters_of(local: LocalQuorum, node_id: int) -> tuple[int, ...]:
+    """The voter set node ``node_id`` uses now (its console's ``status``)."""
+    answer = local.nodes[node_id].request("status", ("status",), TIMEOUT_S)
+    return tuple(answer["voters"])
+
+
+def wait_agreed_voters(local: LocalQuorum, expected: set[int]) -> None:
+    """Wait until every running node uses the voter set ``expected``."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:
+        running = [i for i, node in local.nodes.items() if node.is_running()]
+        seen = {i: voters_of(local, i) for i in running}
+        if all(set(v) == expected for v in seen.values()):
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"voter sets {seen}, expected {sorted(expected)} everywhere")
+        time.sleep(0.2)
+
+
+def voter_set_lines(log: Path) -> int:
+    return log.read_text(errors="replace").count(VOTER_SET_LINE)
+
+
+def describe(local: LocalQuorum) -> dict[str, object]:
+    done = kraft("quorum", "describe", "--status", "--json", "-b", local.bootstrap)
+    assert done.returncode == 0, done.stderr
+    data: dict[str, object] = json.loads(done.stdout)
+    return data
+
+
+def test_grow_to_four_then_remove_a_voter_while_the_leader_is_killed(tmp_path: Path) -> None:
+    with LocalQuorum(tmp_path / "quorum", 3, quorum=LOOPBACK_TIMERS, kraft_version=1) as local:
+        local.start(TIMEOUT_S)
+        acknowledged: list[tuple[int, str]] = []
+
+        def write(record: str) -> None:
+            offset, leader = local.append(record, timeout_s=TIMEOUT_S)
+            local.wait_committed(leader, offset, TIMEOUT_S)
+            acknowledged.append((offset, record))
+
+        write("before-growth")
+        wait_agreed_voters(local, {1, 2, 3})
+
+        # A fourth node, formatted with --no-initial-controllers, starts as an observer and
+        # catches up; add-controller makes it a voter.
+        new = local.add_node()
+        local.nodes[new].start()
+        local.nodes[new].wait_for(lambda e: e.get("event") == "started", TIMEOUT_S, "start")
+        write("observed")
+        local.wait_committed(new, acknowledged[-1][0], TIMEOUT_S)
+        assert voters_of(local, new) == (1, 2, 3)
+        added = kraft(
+            "quorum",
+            "add-controller",
+            "--config",
+            str(local.nodes[new].config_path),
+            "-b",
+            local.bootstrap,
+        )
+        assert added.returncode == 0, added.stderr
+        assert f"Added controller {new} with directory id {local.directory_id(new)}" in (
+            added.stdout
+        )
+        wait_agreed_voters(local, {1, 2, 3, new})
+        write("after-growth")
+
+        # The second change: remove a follower; the leader is killed once it has appended
+        # the new VotersRecord, before or after it commits.
+        leader = local.leader(TIMEOUT_S)
+        victim = min(i for i in (1, 2, 3) if i != leader)
+        victim_directory = local.directory_id(victim)
+        assert victim_directory is not None
+        leader_log = local.nodes[leader].log_path
+        seen_changes = voter_set_lines(leader_log)
+        remove_command = [
+            "quorum",
+            "remove-controller",
+            "--controller-id",
+            str(victim),
+            "--controller-directory-id",
+            victim_directory,
+            "-b",
+            local.bootstrap,
+        ]
+        removing = subprocess.Popen(
+            [sys.executable, "-m", "kraft.cli", *remove_command],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            deadline = time.monotonic() + TIMEOUT_S
+            while voter_set_lines(leader_log) == seen_changes:
+                assert time.monotonic() < deadline, f"leader {leader} never appended the change"
+                time.sleep(0.01)
+            local.nodes[leader].kill()
+            out, err = removing.communicate(timeout=TIMEOUT_S + 30)
+        finally:
+            if removing.poll() is None:
+                removing.kill()
+                removing.wait()
+        local.nodes[leader].wait(TIMEOUT_S)
+        if removing.returncode != 0:
+            # The change was lost with the leader (or its answer was): it is asked again, of
+            # the new leader, and succeeds or says it was made.
+            again = kraft(*remove_command)
+            assert again.returncode == 0, f"{err} / then: {again.stderr}"
+            out = again.stdout
+        assert f"Removed KRaft controller {victim} with directory id {victim_directory}" in out
+        local.nodes[leader].start()  # the killed leader comes back and follows
+        local.nodes[leader].wait_for(lambda e: e.get("event") == "started", TIMEOUT_S, "start")
+        expected = {1, 2, 3, new} - {victim}
+        wait_agreed_voters(local, expected)  # the removed node, now an observer, agrees
+        write("after-removal")
+
+        # describe reports the voter set every node agrees on, with the directory ids.
+        status = describe(local)
+        voters = status["voters"]
+        assert isinstance(voters, list)
+        assert {v["id"]: v["directory_id"] for v in voters} == {
+            i: local.directory_id(i) for i in expected
+        }
+        # Nothing acknowledged is lost, and every node has the same committed records.
+        last = acknowledged[-1][0]
+        logs = {}
+        for node_id in local.nodes:
+            local.wait_committed(node_id, last, TIMEOUT_S)
+            logs[node_id] = {
+                offset: records for offset, records in local.committed(node_id).items()
+            }
+        for offset, record in acknowledged:
+            for node_id, committed in logs.items():
+                assert committed.get(offset) == [record], (node_id, offset, record)
+        reference = logs[new]
+        for committed in logs.values():
+            shared = committed.keys() & reference.keys()
+            assert {o: committed[o] for o in shared} == {o: reference[o] for o in shared}
