@@ -221,6 +221,14 @@ class NodeProcess:
         """SIGKILL: no shutdown at all."""
         self._signal(signal.SIGKILL)
 
+    def pause(self) -> None:
+        """SIGSTOP: the process is frozen (its connections stay open, nothing is answered)."""
+        self._signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT: a paused process carries on."""
+        self._signal(signal.SIGCONT)
+
     def terminate(self, timeout_s: float = 15.0) -> int:
         """SIGTERM (a graceful shutdown) and wait for the exit status; SIGKILL if it hangs."""
         self._signal(signal.SIGTERM)
