@@ -1,7 +1,7 @@
 """``RaftNode`` in a dynamic quorum (KIP-853), two nodes in-process on loopback: a standalone
 voter takes an observer in as a voter (AddRaftVoter) and removes it again (RemoveRaftVoter);
-each node follows the voter set of its log, and the removed node says so and keeps running as
-an observer."""
+each node follows the voter set of its log, the leader drops its connection to the removed
+voter, and the removed node says so and keeps running as an observer."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ class Records(RaftListener[str]):
 
 
 class LogLines(logging.Handler):
-    """The messages of ``kraft.runtime.node``, and a wait for one of them."""
+    """The messages of ``kraft.runtime`` (the node, the transport), and a wait for one."""
 
     def __init__(self) -> None:
         super().__init__(logging.INFO)
@@ -80,7 +80,7 @@ class LogLines(logging.Handler):
 @pytest.fixture
 def node_log() -> Iterator[LogLines]:
     handler = LogLines()
-    logger = logging.getLogger("kraft.runtime.node")
+    logger = logging.getLogger("kraft.runtime")
     logger.addHandler(handler)
     previous = logger.level
     logger.setLevel(logging.INFO)
@@ -155,6 +155,7 @@ def test_a_node_follows_the_voters_of_its_log_and_says_when_it_is_removed(
         )
         assert removed.error_code == 0, removed
         node_log.wait_for("node 2 is no longer a voter; it continues as an observer")
+        node_log.wait_for("kraft-1-net: 2 is no longer a voter: closing its connection")
         assert nodes[1].is_running
         leader.prepare_append(leader.leader_and_epoch().epoch, ["after"])
         leader.schedule_prepared_append()
