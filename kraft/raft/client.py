@@ -542,6 +542,7 @@ class KafkaRaftClient(Generic[T]):
     def _poll_leader(self, state: LeaderState[T], now: int) -> int:
         self._fire_leader_change()
         expired = state.check_quorum_expired(now)
+        until_change = self._reconfig.poll(state, now)  # answers a committed change first
         if self._reconfig.removed_self_committed(state):
             logger.info("epoch %d: this leader's removal committed; resigning", state.epoch)
             state.resign_requested = True
@@ -562,7 +563,6 @@ class KafkaRaftClient(Generic[T]):
             state.reset_begin_quorum_epoch_timer(now)
         until_heartbeat = state.begin_quorum_epoch_deadline_ms - now
         until_check_quorum = state.check_quorum_deadline_ms - now
-        until_change = self._reconfig.poll(state, now)
         return max(0, min(until_drain, until_heartbeat, until_check_quorum, until_change))
 
     def _poll_follower(self, state: FollowerState, now: int) -> int:
@@ -741,8 +741,9 @@ class KafkaRaftClient(Generic[T]):
         self._listeners.drop_uncommitted()
         # The HW can only move once a record of this epoch is replicated: write one now.
         message = leader.voter_set.leader_change(self.local_id, granting, self.kraft_version)
-        messages = [message, *self.quorum.history.bootstrap_voters_to_log()]
-        accumulator.append_control_messages(messages, self.clock.wall_ms())
+        # Kafka: voters known only from the bootstrap checkpoint go into the log with it.
+        bootstrap = self.quorum.history.bootstrap_control_messages()
+        accumulator.append_control_messages([message, *bootstrap], self.clock.wall_ms())
         self._after_transition(state)
         self._end_election(now)
         logger.info("epoch %d: elected leader (votes from %s)", leader.epoch, granting)
@@ -761,7 +762,7 @@ class KafkaRaftClient(Generic[T]):
     def _prospective_lost(self, state: ProspectiveState, now: int) -> None:
         """Pre-vote lost or timed out: follow a known leader, else Unattached, same epoch."""
         leader = state.leader_id
-        endpoints = self.quorum.leader_endpoints(leader) if leader is not None else ()
+        endpoints = self.quorum.current_leader_endpoints() if leader is not None else ()
         if leader is not None and endpoints:
             self._transition_to_follower(state.epoch, leader, endpoints, now)
         else:

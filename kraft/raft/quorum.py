@@ -235,6 +235,8 @@ class QuorumState(Generic[T]):
         state = self.state
         if isinstance(state, FollowerState):
             return state.leader_endpoints
+        if isinstance(state, ProspectiveState) and state.leader_endpoints:
+            return state.leader_endpoints
         leader = self.leader_id
         # Leader, Resigned, and a Prospective or Unattached replica that knows its leader:
         # the voter set holds that leader's address (Kafka keeps the endpoints a
@@ -388,6 +390,7 @@ class QuorumState(Generic[T]):
         assert self.local_id is not None
         leader_id: int | None = None
         voted: ReplicaKey | None = None
+        endpoints = self.current_leader_endpoints()
         if isinstance(state, UnattachedState | FollowerState):
             leader_id, voted = state.leader_id, state.voted_key
         elif isinstance(state, CandidateState):
@@ -401,6 +404,7 @@ class QuorumState(Generic[T]):
                 voted,
                 self.voters,
                 self._election_deadline(now_ms),
+                leader_endpoints=endpoints if leader_id is not None else (),
             )
         )
         logger.info("epoch %d: Prospective (pre-vote)", self.epoch)

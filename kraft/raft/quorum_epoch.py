@@ -138,6 +138,10 @@ class QuorumEpochRpcs(Generic[T]):
                 backoff,
             )
             state.fetch_deadline_ms = now + backoff
+            # The leader is gone: this follower grants pre-votes again (KIP-996 protects a
+            # live leader). Without it, a leader that removed itself (KIP-853) leaves voters
+            # that all fetched from it and refuse one another's pre-votes.
+            state.has_fetched = False
         return epoch_response(quorum, EndQuorumEpochResponse, Errors.NONE)
 
     def _end_epoch_election_backoff(self, candidates: Sequence[PreferredCandidate]) -> int:

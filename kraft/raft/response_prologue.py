@@ -185,7 +185,11 @@ class ResponsePrologue:
         """Kafka's ``maybeHandleCommonResponse``: None means "go on to the API's handler"."""
         quorum = self._quorum
         if epoch < quorum.epoch or error == Errors.UNKNOWN_LEADER_EPOCH:
-            return True  # we are past it: no longer relevant
+            # We are past it: no longer relevant. kraft: an observer backs off before asking
+            # that peer again (Kafka treats it as a success): an observer ahead of every voter
+            # -- a leader that removed itself (KIP-853) -- would otherwise ask again at once,
+            # as fast as the network answers, until the voters elect.
+            return quorum.is_voter
         if epoch > quorum.epoch or error in (
             Errors.FENCED_LEADER_EPOCH,
             Errors.NOT_LEADER_OR_FOLLOWER,

@@ -136,6 +136,9 @@ class ProspectiveState(_Base, _VoteTally):
     election_deadline_ms: int
     granting: set[int] = field(default_factory=set)
     rejecting: set[int] = field(default_factory=set)
+    #: The endpoints of ``leader_id`` the Follower state had (Kafka keeps them): a leader
+    #: no longer in the voter set (KIP-853) has none there.
+    leader_endpoints: Endpoints = ()
 
     def __post_init__(self) -> None:
         self.granting.add(self.local_id)

@@ -155,15 +155,15 @@ class VoterHistory:
             return []
         return [KRaftVersionRecord(0, version), self.voter_set_at(last).to_record()]
 
-    def bootstrap_voters_to_log(self) -> list[ControlMessage]:
-        """What a new leader writes after its LeaderChange while its voters come only from the
-        bootstrap checkpoint (their entry at offset -1): the ``KRaftVersionRecord`` and the
-        ``VotersRecord``, so that a replica that never read the checkpoint (a node formatted
-        to join) learns them from the log (Kafka's ``appendStartOfEpochControlRecords``)."""
-        last = self._voters.last()
-        if last is None or last[0] >= 0:
+    def bootstrap_control_messages(self) -> list[ControlMessage]:
+        """What a new leader appends after its LeaderChange when the voters in force come
+        from the bootstrap checkpoint alone (their entry sits below offset 0): the
+        ``KRaftVersionRecord`` and ``VotersRecord``, so that replicas that never had the
+        checkpoint (a node formatted to join) learn them from the log, as in Kafka."""
+        offset = self.last_voter_set_offset
+        if offset is None or offset >= 0 or self.kraft_version < 1:
             return []
-        return [KRaftVersionRecord(0, self.kraft_version), _as_voters(last[1]).to_record()]
+        return [KRaftVersionRecord(0, self.kraft_version), self.last_voter_set.to_record()]
 
     # -- following the log -----------------------------------------------------------------
     def appended(self, log: ReplicatedLog, base_offset: int, data: bytes | memoryview) -> bool:

@@ -17,7 +17,6 @@ from kraft.errors import IllegalStateError
 from kraft.log.quorum_state import ElectionState, MemoryQuorumStateStore
 from kraft.raft.leader import LeaderState
 from kraft.raft.quorum import TRANSITIONS, QuorumState
-from kraft.raft.voter_set import VoterSet
 from kraft.raft.states import (
     NO_DEADLINE,
     CandidateState,
@@ -27,6 +26,7 @@ from kraft.raft.states import (
     ResignedState,
     UnattachedState,
 )
+from kraft.raft.voter_set import VoterSet
 
 VOTERS = {
     1: Endpoint("127.0.0.1", 9091),
