@@ -24,6 +24,12 @@ for the quorum's timers, TLS and metrics::
     [metrics]                                 # optional: Prometheus on host:port
     prometheus = "127.0.0.1:9101"
 
+A node of a dynamic quorum (KIP-853, ``kraft storage format --standalone |
+--initial-controllers | --no-initial-controllers``) has no ``voters``: its voters are in its
+log, it finds the leader through ``bootstrap_servers`` (Kafka's
+``controller.quorum.bootstrap.servers``), and its ``listen`` address is the one it is known by
+as a voter.
+
 Every problem (a missing key, a wrong type, an unknown key, a file that is not TOML) is a
 :class:`~kraft.config.ConfigError` naming the file and the key. ``kraft node start`` reads this
 file; :class:`~kraft.runtime.node.RaftNode` can also be built from one with
