@@ -54,7 +54,7 @@ from kraft.raft.states import Endpoints, ReplicaKey
 from kraft.raft.voter_set import DEFAULT_LISTENER, VoterSet
 from kraft.record.serde import RecordSerde
 from kraft.runtime.clock import SystemClock
-from kraft.runtime.config import NodeConfig
+from kraft.runtime.config import NodeConfig, is_wildcard
 from kraft.runtime.driver import DEFAULT_SHUTDOWN_TIMEOUT_MS, RaftClientDriver
 from kraft.runtime.limits import ConnectionLimits
 from kraft.runtime.queue import BlockingMessageQueue
@@ -246,9 +246,7 @@ class RaftNode(Generic[T]):
             cluster_id=self._cluster_id,
             append_lock=threading.Lock(),
             metrics=self.metrics,
-            local_endpoints=(
-                (DEFAULT_LISTENER, self.listen_address.host, self.listen_address.port),
-            ),
+            local_endpoints=self._advertised_endpoints(),
         )
         with self._lock:
             self._client = client
@@ -267,6 +265,20 @@ class RaftNode(Generic[T]):
             after_poll=self._follow_voters,
         )
         self._driver.start()
+
+    def _advertised_endpoints(self) -> Endpoints:
+        """The listener others reach this node on (KIP-853's endpoints): its entry in the static
+        ``voters`` when it listens elsewhere (a wildcard, say), else where it listens (the real
+        port when configured with port 0). None for a wildcard: the client falls back to the
+        voter set's entry for this node."""
+        configured = self.config.voters.get(self.node_id)
+        if configured is not None and configured != self._listen:
+            address = configured
+        else:
+            address = self.listen_address
+            if is_wildcard(address.host):
+                return ()
+        return ((DEFAULT_LISTENER, address.host, address.port),)
 
     def _follow_voters(self) -> None:
         """Tell the transport about a new voter set (KIP-853: the latest ``VotersRecord`` in
