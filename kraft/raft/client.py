@@ -48,6 +48,7 @@ from kraft.protocol.messages import (
     Request,
     Response,
     UpdateRaftVoterRequest,
+    UpdateRaftVoterResponse,
     VoteRequest,
 )
 from kraft.raft.accumulator import AppendLock, BatchAccumulator
@@ -579,7 +580,9 @@ class KafkaRaftClient(Generic[T]):
                 )
                 self._transition_to_prospective(now)
                 return 0
-            backoff = fetcher.maybe_send_fetch_to_best_node(state, now)
+            backoff = self._reconfig.maybe_send_update_voter(state, now)
+            if backoff is None:
+                backoff = fetcher.maybe_send_fetch_to_best_node(state, now)
             return max(0, min(backoff, state.fetch_deadline_ms - now))
         if now >= state.fetch_deadline_ms:
             return fetcher.maybe_send_fetch_to_any_bootstrap(now)
@@ -588,7 +591,11 @@ class KafkaRaftClient(Generic[T]):
 
     def _send_next_fetch(self, state: FollowerState, now: int) -> None:
         """What ``_poll_follower`` does next if no timer has expired: send the next Fetch."""
-        if self._shutdown is None and now < state.fetch_deadline_ms:
+        if (
+            self._shutdown is None
+            and now < state.fetch_deadline_ms
+            and self._reconfig.maybe_send_update_voter(state, now) is None
+        ):
             self._fetcher.maybe_send_fetch_to_best_node(state, now)
 
     def _poll_candidate(self, state: CandidateState, now: int) -> int:
@@ -869,8 +876,8 @@ class KafkaRaftClient(Generic[T]):
             )
             return
         kind = self._response_kinds.get(type(body))
-        if isinstance(body, ApiVersionsResponse):
-            ok = self._reconfig.handle_api_versions_response(response, body, now)
+        if isinstance(body, ApiVersionsResponse | UpdateRaftVoterResponse):
+            ok = self._reconfig.handle_response(response, body, now)
         elif kind is None:
             ok = False  # kraft sends no DescribeQuorum
         elif not int32_fields_in_range(body):

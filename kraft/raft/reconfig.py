@@ -32,6 +32,11 @@ they are checked:
 
 The leader that removes itself keeps leading until the removal commits, then resigns: the
 client does that (``KafkaRaftClient._poll_leader``).
+
+A follower that is a voter sends UpdateRaftVoter to its leader when the voter set holds other
+listeners or another ``kraft.version`` range for it than its own (it moved, or was upgraded):
+at once in a new epoch, then at most every :data:`UPDATE_VOTER_PERIOD_FACTOR` fetch timeouts,
+taking its turn on the connection to the leader before the next Fetch.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from kraft.common.clock import Clock
+from kraft.common.uuids import ZERO_UUID
 from kraft.config import QuorumConfig
 from kraft.log.api import ReplicatedLog
 from kraft.protocol.api import KRAFT_VERSION_FEATURE, MAX_VERSIONS, SUPPORTED_KRAFT_VERSIONS
@@ -67,16 +73,19 @@ from kraft.raft.leader import LeaderState
 from kraft.raft.quorum import QuorumState
 from kraft.raft.requests import RequestManager
 from kraft.raft.rpc import directory_or_none, leader_node_endpoints, validate_leader_only
-from kraft.raft.states import NO_DEADLINE, Endpoints, ReplicaKey
+from kraft.raft.states import NO_DEADLINE, Endpoints, FollowerState, ReplicaKey
 from kraft.raft.voter_set import VoterNode, VoterSet
 
-__all__ = ["Reconfiguration", "api_versions_response"]
+__all__ = ["UPDATE_VOTER_PERIOD_FACTOR", "Reconfiguration", "api_versions_response"]
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 _KRAFT_RANGE = (min(SUPPORTED_KRAFT_VERSIONS), max(SUPPORTED_KRAFT_VERSIONS))
+
+#: A follower checks its entry in the voter set every this many fetch timeouts (Kafka: 3).
+UPDATE_VOTER_PERIOD_FACTOR = 3
 
 
 def api_versions_response() -> ApiVersionsResponse:
@@ -138,6 +147,9 @@ class Reconfiguration(Generic[T]):
         #: Without configured bootstrap servers an observer asks the voters it knows.
         self._bootstrap_from_voters = not config.bootstrap_servers
         self._changes_seen = -1
+        #: When this follower next compares its voter entry with itself; the epoch it did.
+        self._update_due_ms = 0
+        self._update_epoch = -1
         requests.address_of = self.address_of
 
     # -- following the log -----------------------------------------------------------------
@@ -301,8 +313,60 @@ class Reconfiguration(Generic[T]):
             node_endpoints=leader_node_endpoints(quorum),
         )
 
+    # -- the follower's UpdateRaftVoter -----------------------------------------------------
+    def maybe_send_update_voter(self, state: FollowerState, now: int) -> int | None:
+        """Send UpdateRaftVoter to the leader if this voter's entry is out of date and it is
+        time; the milliseconds until the leader needs attention, or None: send the Fetch."""
+        quorum = self._quorum
+        if state.epoch != self._update_epoch:
+            self._update_epoch, self._update_due_ms = state.epoch, now
+        if now < self._update_due_ms or not self._needs_update():
+            return None
+        leader = state.leader_id
+        if not self._requests.is_ready(leader, now):
+            return None  # the Fetch in flight goes first; this one goes at its answer
+        self._update_due_ms = now + UPDATE_VOTER_PERIOD_FACTOR * self._config.fetch_timeout_ms
+        low, high = _KRAFT_RANGE
+        assert quorum.local_id is not None
+        request = UpdateRaftVoterRequest(
+            current_leader_epoch=state.epoch,
+            voter_id=quorum.local_id,
+            voter_directory_id=quorum.local_directory_id or ZERO_UUID,
+            listeners=tuple(Endpoint(*e) for e in quorum.local_endpoints),
+            min_supported_kraft_version=low,
+            max_supported_kraft_version=high,
+        )
+        logger.info("telling leader %d this voter's listeners %s", leader, request.listeners)
+        return self._requests.maybe_send(self._channel, leader, lambda _dest: request, now)
+
+    def _needs_update(self) -> bool:
+        quorum = self._quorum
+        if quorum.history.kraft_version < 1 or not quorum.local_endpoints or not quorum.is_voter:
+            return False
+        assert quorum.local_id is not None
+        node = quorum.voter_set.node(quorum.local_id)
+        return node is not None and (
+            node.endpoints != quorum.local_endpoints
+            or node.supported_kraft_versions != _KRAFT_RANGE
+        )
+
     # -- ApiVersions, commits and timeouts -------------------------------------------------
-    def handle_api_versions_response(
+    def handle_response(
+        self,
+        response: InboundResponse,
+        body: ApiVersionsResponse | UpdateRaftVoterResponse,
+        now: int,
+    ) -> bool:
+        """An answer to ApiVersions (the leader adding a voter) or UpdateRaftVoter (a
+        follower); False if it was an error (the destination backs off)."""
+        if isinstance(body, ApiVersionsResponse):
+            return self._handle_api_versions_response(response, body, now)
+        if body.error_code != Errors.NONE:
+            logger.info("UpdateRaftVoter answered %s", Errors.from_code(body.error_code).name)
+            return False
+        return True
+
+    def _handle_api_versions_response(
         self, response: InboundResponse, body: ApiVersionsResponse, now: int
     ) -> bool:
         """The replica being added told its ``kraft.version`` range: check it and whether
