@@ -183,6 +183,9 @@ class QuorumConfig:
     #: follow any replica's request (KIP-853 needs that once voter sets change; kraft's is
     #: static). docs/operations.md "Security".
     reject_unknown_replicas: bool = False
+    #: An observer of a kraft.version 1 quorum asks to be added as a voter (Kafka's
+    #: ``controller.quorum.auto.join.enable``, off by default); kraft/raft/membership.py.
+    auto_join: bool = False
 
     def __post_init__(self) -> None:
         positive = {

@@ -52,6 +52,7 @@ from kraft.protocol.api import (
     METADATA_TOPIC_ID,
     METADATA_TOPIC_NAME,
     REMOVE_RAFT_VOTER_VERSION,
+    UPDATE_FEATURES_VERSION,
     UPDATE_RAFT_VOTER_VERSION,
     VOTE_VERSION,
     ApiKey,
@@ -66,6 +67,10 @@ __all__ = [
     "RemoveRaftVoterRequest",
     "RemoveRaftVoterResponse",
     "SupportedFeature",
+    "FeatureUpdate",
+    "FeatureUpdateResult",
+    "UpdateFeaturesRequest",
+    "UpdateFeaturesResponse",
     "UpdateRaftVoterRequest",
     "UpdateRaftVoterResponse",
     "REQUEST_TYPES",
@@ -218,6 +223,23 @@ class SupportedFeature(_Wire, frozen=True):
     name: str
     min_version: int = 0
     max_version: int = 0
+
+
+class FeatureUpdate(_Wire, frozen=True):
+    """UpdateFeatures' ``FeatureUpdates``: finalize ``feature`` at ``max_version_level``
+    (``downgrade_type`` 0: no downgrade, 1: safe downgrades only, 2: unsafe downgrades)."""
+
+    feature: str
+    max_version_level: int
+    downgrade_type: int = 0
+
+
+class FeatureUpdateResult(_Wire, frozen=True):
+    """UpdateFeatures' ``Results``: the outcome for one feature."""
+
+    feature: str
+    error_code: int = 0
+    error_message: str | None = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -387,6 +409,18 @@ class UpdateRaftVoterRequest(_Message, frozen=True, tag=ApiKey.UPDATE_RAFT_VOTER
     cluster_id: str | None = None
 
 
+class UpdateFeaturesRequest(_Message, frozen=True, tag=ApiKey.UPDATE_FEATURES.value):
+    """UpdateFeatures (API key 57, v1): an admin asks the leader to finalize feature levels;
+    kraft knows one feature, ``kraft.version`` (Kafka's ``kafka-features.sh upgrade``)."""
+
+    API_KEY: ClassVar[ApiKey] = ApiKey.UPDATE_FEATURES
+    MAX_VERSION: ClassVar[int] = UPDATE_FEATURES_VERSION
+
+    feature_updates: tuple[FeatureUpdate, ...]
+    timeout_ms: int = 60_000
+    validate_only: bool = False
+
+
 # ---------------------------------------------------------------------------------------------
 # Responses
 
@@ -550,6 +584,17 @@ class UpdateRaftVoterResponse(_Message, frozen=True, tag=ApiKey.UPDATE_RAFT_VOTE
     node_endpoints: tuple[NodeEndpoint, ...] = ()
 
 
+class UpdateFeaturesResponse(_Message, frozen=True, tag=ApiKey.UPDATE_FEATURES.value):
+    """The answer to :class:`UpdateFeaturesRequest`: NONE once the new levels commit."""
+
+    API_KEY: ClassVar[ApiKey] = ApiKey.UPDATE_FEATURES
+    MAX_VERSION: ClassVar[int] = UPDATE_FEATURES_VERSION
+
+    error_code: int = 0
+    error_message: str | None = None
+    results: tuple[FeatureUpdateResult, ...] = ()
+
+
 #: Every request kraft speaks; the union its typed decoder reads.
 Request: TypeAlias = (
     VoteRequest
@@ -562,6 +607,7 @@ Request: TypeAlias = (
     | AddRaftVoterRequest
     | RemoveRaftVoterRequest
     | UpdateRaftVoterRequest
+    | UpdateFeaturesRequest
 )
 
 #: Every response kraft speaks; the union its typed decoder reads.
@@ -576,6 +622,7 @@ Response: TypeAlias = (
     | AddRaftVoterResponse
     | RemoveRaftVoterResponse
     | UpdateRaftVoterResponse
+    | UpdateFeaturesResponse
 )
 
 REQUEST_TYPES: tuple[type[Request], ...] = (
@@ -589,6 +636,7 @@ REQUEST_TYPES: tuple[type[Request], ...] = (
     AddRaftVoterRequest,
     RemoveRaftVoterRequest,
     UpdateRaftVoterRequest,
+    UpdateFeaturesRequest,
 )
 
 RESPONSE_TYPES: tuple[type[Response], ...] = (
@@ -602,6 +650,7 @@ RESPONSE_TYPES: tuple[type[Response], ...] = (
     AddRaftVoterResponse,
     RemoveRaftVoterResponse,
     UpdateRaftVoterResponse,
+    UpdateFeaturesResponse,
 )
 
 #: The response class that answers each request class.

@@ -23,7 +23,7 @@ import random
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 from kraft.common.clock import Clock
 from kraft.common.limits import INT32_MAX
@@ -37,6 +37,7 @@ from kraft.protocol.errors import Errors
 from kraft.protocol.int32 import int32_fields_in_range
 from kraft.protocol.messages import (
     AddRaftVoterRequest,
+    AddRaftVoterResponse,
     ApiVersionsRequest,
     ApiVersionsResponse,
     BeginQuorumEpochRequest,
@@ -45,8 +46,10 @@ from kraft.protocol.messages import (
     FetchRequest,
     FetchSnapshotRequest,
     RemoveRaftVoterRequest,
+    RemoveRaftVoterResponse,
     Request,
     Response,
+    UpdateFeaturesRequest,
     UpdateRaftVoterRequest,
     UpdateRaftVoterResponse,
     VoteRequest,
@@ -58,12 +61,14 @@ from kraft.raft.channel import (
     NetworkChannel,
     RaftMessageQueue,
 )
+from kraft.raft.client_view import ClientView
 from kraft.raft.describe import describe_quorum
 from kraft.raft.fetch_server import FetchServer
 from kraft.raft.leader import LeaderState
 from kraft.raft.leader_appender import LeaderAppender
 from kraft.raft.listener_registry import ListenerRegistry
-from kraft.raft.listeners import LeaderAndEpoch, Listener
+from kraft.raft.listeners import Listener
+from kraft.raft.membership import Membership
 from kraft.raft.quorum import QuorumState
 from kraft.raft.quorum_epoch import QuorumEpochRpcs
 from kraft.raft.reconfig import Reconfiguration, api_versions_response
@@ -85,7 +90,6 @@ from kraft.raft.states import (
     UnattachedState,
 )
 from kraft.raft.vote import VoteRpcs
-from kraft.raft.voter_set import VoterSet
 from kraft.record.serde import RecordSerde
 from kraft.snapshot.writer import SnapshotWriter
 
@@ -101,7 +105,7 @@ DUPLICATE_NODE_ID_LOG_INTERVAL_MS = 60_000
 _NONE = Errors.NONE.value
 
 
-class KafkaRaftClient(Generic[T]):
+class KafkaRaftClient(ClientView[T]):
     """One replica of a KRaft quorum. See the module docstring for how it is driven.
 
     Construct, :meth:`initialize` (restores the election state from the store and the log),
@@ -206,6 +210,7 @@ class KafkaRaftClient(Generic[T]):
             lambda: self._shutdown is not None,
             self._respond,
         )
+        self._membership = Membership(self.quorum, config, self._requests, channel, self._reconfig)
         # Dispatch tables, built once: per epoch state, per request and per response type.
         self._state_pollers: dict[type, Callable[[Any, int], int]] = {
             LeaderState: self._poll_leader,
@@ -229,6 +234,7 @@ class KafkaRaftClient(Generic[T]):
             AddRaftVoterRequest: self._reconfig.handle_add_voter,
             RemoveRaftVoterRequest: self._reconfig.handle_remove_voter,
             UpdateRaftVoterRequest: self._reconfig.handle_update_voter,
+            UpdateFeaturesRequest: self._reconfig.handle_update_features,
         }
         self._prologue = ResponsePrologue(
             self.quorum, self._maybe_transition, self._transition_to_follower
@@ -278,63 +284,7 @@ class KafkaRaftClient(Generic[T]):
         if self._initialized:
             self.log.flush(force=True)
 
-    # -- What tests, tools and the runtime read ---------------------------------------------------
-    @property
-    def state(self) -> EpochState | LeaderState[T]:
-        """The current epoch state object (``UnattachedState``, ``LeaderState``, ...)."""
-        return self.quorum.state
-
-    @property
-    def role(self) -> str:
-        """ "Unattached", "Voted", "Prospective", "Candidate", "Leader", "Follower", "Resigned"."""
-        return self.quorum.state.name
-
-    @property
-    def epoch(self) -> int:
-        return self.quorum.epoch
-
-    @property
-    def leader_id(self) -> int | None:
-        return self.quorum.leader_id
-
-    @property
-    def voted_key(self) -> ReplicaKey | None:
-        return self.quorum.voted_key
-
-    @property
-    def voted_id(self) -> int | None:
-        key = self.quorum.voted_key
-        return None if key is None else key.id
-
-    @property
-    def voter_set(self) -> VoterSet:
-        """The voters in force: the latest set in the log, committed or not (KIP-853); the
-        configured ones under ``kraft.version`` 0."""
-        return self.quorum.voter_set
-
-    @property
-    def voter_ids(self) -> frozenset[int]:
-        return self.quorum.voters
-
-    @property
-    def kraft_version(self) -> int:
-        """The ``kraft.version`` in force: 0 (static voters) or 1 (voters in the log)."""
-        return self.quorum.history.kraft_version
-
-    @property
-    def high_watermark(self) -> int | None:
-        """The high watermark this replica knows in its state (``None``: unknown yet)."""
-        return self.quorum.high_watermark
-
-    @property
-    def log_end_offset(self) -> int:
-        return self.log.log_end_offset
-
-    @property
-    def latest_snapshot_id(self) -> OffsetAndEpoch | None:
-        """The id of the newest snapshot in the log (made here or downloaded)."""
-        return self.log.latest_snapshot_id
-
+    # -- What tests, tools and the runtime read (and kraft.raft.client_view) ---------------------
     @property
     def downloading_snapshot(self) -> OffsetAndEpoch | None:
         """The id of the snapshot this follower is downloading, if any."""
@@ -365,14 +315,6 @@ class KafkaRaftClient(Generic[T]):
         )
 
     @property
-    def is_leader(self) -> bool:
-        return isinstance(self.quorum.state, LeaderState)
-
-    @property
-    def is_voter(self) -> bool:
-        return self.quorum.is_voter
-
-    @property
     def is_shutdown(self) -> bool:
         """True once a requested shutdown completed (or timed out): stop polling."""
         return self._shutdown is not None and self._shutdown.is_finished
@@ -388,9 +330,6 @@ class KafkaRaftClient(Generic[T]):
         """True until a requested shutdown completes, while shutting down too (Kafka's
         ``isRunning``)."""
         return not self.is_shutdown
-
-    def leader_and_epoch(self) -> LeaderAndEpoch:
-        return LeaderAndEpoch(self.quorum.leader_id, self.quorum.epoch)
 
     def listeners(self) -> list[Listener[T]]:
         """The registered listeners (registrations take effect on the next poll)."""
@@ -580,13 +519,11 @@ class KafkaRaftClient(Generic[T]):
                 )
                 self._transition_to_prospective(now)
                 return 0
-            backoff = self._reconfig.maybe_send_update_voter(state, now)
-            if backoff is None:
-                backoff = fetcher.maybe_send_fetch_to_best_node(state, now)
-            return max(0, min(backoff, state.fetch_deadline_ms - now))
-        if now >= state.fetch_deadline_ms:
+        elif now >= state.fetch_deadline_ms:
             return fetcher.maybe_send_fetch_to_any_bootstrap(now)
-        backoff = fetcher.maybe_send_fetch_to_best_node(state, now)
+        backoff = self._membership.maybe_send_to_leader(state, now)
+        if backoff is None:
+            backoff = fetcher.maybe_send_fetch_to_best_node(state, now)
         return max(0, min(backoff, state.fetch_deadline_ms - now))
 
     def _send_next_fetch(self, state: FollowerState, now: int) -> None:
@@ -594,7 +531,7 @@ class KafkaRaftClient(Generic[T]):
         if (
             self._shutdown is None
             and now < state.fetch_deadline_ms
-            and self._reconfig.maybe_send_update_voter(state, now) is None
+            and self._membership.maybe_send_to_leader(state, now) is None
         ):
             self._fetcher.maybe_send_fetch_to_best_node(state, now)
 
@@ -825,7 +762,7 @@ class KafkaRaftClient(Generic[T]):
         """A new voter set (KIP-853) makes the leader re-count its voters."""
         state = self.quorum.state
         if (
-            self._reconfig.follow_changes(self.log)
+            self._membership.follow_changes(self.log)
             and isinstance(state, LeaderState)
             and state.update_voter_set(self.quorum.voter_set, now)
         ):
@@ -876,8 +813,12 @@ class KafkaRaftClient(Generic[T]):
             )
             return
         kind = self._response_kinds.get(type(body))
-        if isinstance(body, ApiVersionsResponse | UpdateRaftVoterResponse):
-            ok = self._reconfig.handle_response(response, body, now)
+        if isinstance(body, ApiVersionsResponse):
+            ok = self._reconfig.handle_api_versions_response(response, body, now)
+        elif isinstance(
+            body, UpdateRaftVoterResponse | AddRaftVoterResponse | RemoveRaftVoterResponse
+        ):
+            ok = self._membership.handle_response(body)
         elif kind is None:
             ok = False  # kraft sends no DescribeQuorum
         elif not int32_fields_in_range(body):

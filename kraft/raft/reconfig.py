@@ -1,9 +1,6 @@
-"""Voter changes (KIP-853): following the voter set in the log, and the leader's
-AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter.
-
-Every replica follows the voter set of its log (:meth:`Reconfiguration.follow_changes`):
-without configured bootstrap servers, an observer asks the voters it knows for the leader, and
-requests carry the address the voter set gives their destination (the runtime connects there).
+"""The leader's side of voter changes (KIP-853): AddRaftVoter, RemoveRaftVoter,
+UpdateRaftVoter, and the ``kraft.version`` upgrade. The other replicas' side (following the
+voter set of the log, UpdateRaftVoter, auto-join) is ``kraft.raft.membership``.
 
 The leader's handlers are Kafka's ``AddVoterHandler``, ``RemoveVoterHandler`` and
 ``UpdateVoterHandler``. One change at a time: while a change is pending, and until the voter set
@@ -33,10 +30,14 @@ they are checked:
 The leader that removes itself keeps leading until the removal commits, then resigns: the
 client does that (``KafkaRaftClient._poll_leader``).
 
-A follower that is a voter sends UpdateRaftVoter to its leader when the voter set holds other
-listeners or another ``kraft.version`` range for it than its own (it moved, or was upgraded):
-at once in a new epoch, then at most every :data:`UPDATE_VOTER_PERIOD_FACTOR` fetch timeouts,
-taking its turn on the connection to the leader before the next Fetch.
+Under ``kraft.version`` 0 the leader keeps what each static voter reports of itself in
+UpdateRaftVoter (directory id, listeners, ``kraft.version`` range) for an upgrade. Upgrading
+``kraft.version`` 0 to 1 (UpdateFeatures, as ``kafka-features.sh upgrade --feature
+kraft.version=1``): once every static voter has told the leader its directory id, listeners and
+a ``kraft.version`` range that includes 1, the leader appends ``KRaftVersionRecord(1)`` and the
+``VotersRecord`` of those voters, and answers when they commit. Until every voter has, the
+answer is INVALID_UPDATE_VERSION naming the voters missing. A downgrade is refused
+(INVALID_UPDATE_VERSION), as in Kafka.
 """
 
 from __future__ import annotations
@@ -47,9 +48,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from kraft.common.clock import Clock
-from kraft.common.uuids import ZERO_UUID
 from kraft.config import QuorumConfig
-from kraft.log.api import ReplicatedLog
 from kraft.protocol.api import KRAFT_VERSION_FEATURE, MAX_VERSIONS, SUPPORTED_KRAFT_VERSIONS
 from kraft.protocol.envelope import InboundRequest, InboundResponse
 from kraft.protocol.errors import Errors
@@ -60,11 +59,14 @@ from kraft.protocol.messages import (
     ApiVersionsRequest,
     ApiVersionsResponse,
     Endpoint,
+    FeatureUpdateResult,
     LeaderIdAndEpoch,
     RemoveRaftVoterRequest,
     RemoveRaftVoterResponse,
     Response,
     SupportedFeature,
+    UpdateFeaturesRequest,
+    UpdateFeaturesResponse,
     UpdateRaftVoterRequest,
     UpdateRaftVoterResponse,
 )
@@ -73,26 +75,25 @@ from kraft.raft.leader import LeaderState
 from kraft.raft.quorum import QuorumState
 from kraft.raft.requests import RequestManager
 from kraft.raft.rpc import directory_or_none, leader_node_endpoints, validate_leader_only
-from kraft.raft.states import NO_DEADLINE, Endpoints, FollowerState, ReplicaKey
+from kraft.raft.states import NO_DEADLINE, Endpoints, ReplicaKey
 from kraft.raft.voter_set import VoterNode, VoterSet
+from kraft.record.control import KRaftVersionRecord
 
-__all__ = ["UPDATE_VOTER_PERIOD_FACTOR", "Reconfiguration", "api_versions_response"]
+__all__ = ["KRAFT_RANGE", "Reconfiguration", "api_versions_response"]
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-_KRAFT_RANGE = (min(SUPPORTED_KRAFT_VERSIONS), max(SUPPORTED_KRAFT_VERSIONS))
-
-#: A follower checks its entry in the voter set every this many fetch timeouts (Kafka: 3).
-UPDATE_VOTER_PERIOD_FACTOR = 3
+#: The ``kraft.version`` range this kraft supports, as ApiVersions and UpdateRaftVoter say it.
+KRAFT_RANGE = (min(SUPPORTED_KRAFT_VERSIONS), max(SUPPORTED_KRAFT_VERSIONS))
 
 
 def api_versions_response() -> ApiVersionsResponse:
     """What any replica answers to ApiVersions: its APIs and its ``kraft.version`` range."""
     return ApiVersionsResponse(
         api_keys=tuple(ApiVersion(int(key), 0, version) for key, version in MAX_VERSIONS.items()),
-        supported_features=(SupportedFeature(KRAFT_VERSION_FEATURE, *_KRAFT_RANGE),),
+        supported_features=(SupportedFeature(KRAFT_VERSION_FEATURE, *KRAFT_RANGE),),
     )
 
 
@@ -110,7 +111,7 @@ class _Refusal:
 class _Change:
     """The one change in progress: who asked, what for, and how far it got."""
 
-    kind: str  # "add", "remove"
+    kind: str  # "add", "remove", "upgrade"
     request: InboundRequest
     key: ReplicaKey
     endpoints: Endpoints
@@ -123,8 +124,8 @@ class _Change:
 
 
 class Reconfiguration(Generic[T]):
-    """Voter changes: what follows the log, the leader's pending change and its handlers.
-    See the module docstring. ``respond`` answers an earlier request."""
+    """The leader's pending voter change and its handlers. See the module docstring.
+    ``respond`` answers an earlier request."""
 
     def __init__(
         self,
@@ -144,48 +145,26 @@ class Reconfiguration(Generic[T]):
         self._shutting_down = shutting_down
         self._respond = respond
         self._pending: _Change | None = None
-        #: Without configured bootstrap servers an observer asks the voters it knows.
-        self._bootstrap_from_voters = not config.bootstrap_servers
-        self._changes_seen = -1
-        #: When this follower next compares its voter entry with itself; the epoch it did.
-        self._update_due_ms = 0
-        self._update_epoch = -1
-        requests.address_of = self.address_of
+        #: The leader, under kraft.version 0: what each voter said in UpdateRaftVoter.
+        self._reported: dict[int, VoterNode] = {}
 
-    # -- following the log -----------------------------------------------------------------
-    def follow_changes(self, log: ReplicatedLog) -> bool:
-        """Catch the voter history up with ``log``; True if the voter set changed since the
-        last call (the caller re-counts the leader's voters)."""
-        quorum = self._quorum
-        history = quorum.history
-        history.sync(log)
-        if history.changes == self._changes_seen:
-            return False
-        self._changes_seen = history.changes
-        voters = history.last_voter_set
-        logger.info(
-            "voters now %s (kraft.version %d); this replica is %s",
-            voters,
-            history.kraft_version,
-            "a voter" if quorum.is_voter else "an observer",
+    def _append_voters(self, state: LeaderState[T], voters: VoterSet) -> int:
+        """Append a VotersRecord for ``voters`` (it applies once written); its offset."""
+        return state.accumulator.append_control_messages(
+            [voters.to_record()], self._clock.wall_ms()
         )
-        if self._bootstrap_from_voters:
-            self._requests.set_bootstrap_servers(sorted(v for v in voters if v != quorum.local_id))
-        return True
+
+    @property
+    def pending_change(self) -> str | None:
+        """``"add"``, ``"remove"`` or ``"upgrade"`` while a change is in progress."""
+        return None if self._pending is None else self._pending.kind
 
     def address_of(self, destination: int) -> tuple[str, int] | None:
-        """Where ``destination`` listens, as this replica knows it: the voter set, the
-        leader's endpoints, or the listeners of a replica being added."""
-        quorum = self._quorum
-        endpoints = quorum.voter_set.endpoints(destination)
-        if not endpoints and destination == quorum.leader_id:
-            endpoints = quorum.current_leader_endpoints()
+        """The address of the replica being added, if it is ``destination``."""
         change = self._pending
-        if not endpoints and change is not None and change.key.id == destination:
-            endpoints = change.endpoints
-        if not endpoints:
+        if change is None or change.key.id != destination or not change.endpoints:
             return None
-        _name, host, port = endpoints[0]
+        _name, host, port = change.endpoints[0]
         return host, port
 
     def removed_self_committed(self, state: LeaderState[Any]) -> bool:
@@ -199,17 +178,6 @@ class Reconfiguration(Generic[T]):
             and high_watermark is not None
             and high_watermark > removal
         )
-
-    def _append_voters(self, state: LeaderState[T], voters: VoterSet) -> int:
-        """Append a VotersRecord for ``voters`` (it applies once written); its offset."""
-        return state.accumulator.append_control_messages(
-            [voters.to_record()], self._clock.wall_ms()
-        )
-
-    @property
-    def pending_change(self) -> str | None:
-        """``"add"`` or ``"remove"`` while a change is in progress."""
-        return None if self._pending is None else self._pending.kind
 
     # -- requests --------------------------------------------------------------------------
     def _precheck(self, now: int) -> _Refusal | tuple[LeaderState[T], VoterSet]:  # noqa: PLR0911
@@ -287,6 +255,8 @@ class Reconfiguration(Generic[T]):
         error = validate_leader_only(quorum, body.current_leader_epoch, self._shutting_down())
         if error is not None:
             return self._update_response(error)
+        if quorum.history.kraft_version == 0:
+            return self._update_response(self._record_report(body))
         checked = self._precheck(now)
         if isinstance(checked, _Refusal):
             return self._update_response(checked.error)
@@ -304,6 +274,17 @@ class Reconfiguration(Generic[T]):
             logger.info("updated voter %s: voter set %s at offset %d", key, updated, offset)
         return self._update_response(Errors.NONE)
 
+    def _record_report(self, body: UpdateRaftVoterRequest) -> Errors:
+        """Under kraft.version 0: keep what a static voter says of itself, for an upgrade."""
+        key = ReplicaKey(body.voter_id, directory_or_none(body.voter_directory_id))
+        if not self._quorum.voter_set.is_voter(key):
+            return Errors.VOTER_NOT_FOUND
+        if key.directory_id is None or not body.listeners:
+            return Errors.INVALID_REQUEST
+        versions = (body.min_supported_kraft_version, body.max_supported_kraft_version)
+        self._reported[key.id] = VoterNode(key, _endpoints(body.listeners), versions)
+        return Errors.NONE
+
     def _update_response(self, error: Errors) -> UpdateRaftVoterResponse:
         quorum = self._quorum
         leader = quorum.leader_id
@@ -313,60 +294,70 @@ class Reconfiguration(Generic[T]):
             node_endpoints=leader_node_endpoints(quorum),
         )
 
-    # -- the follower's UpdateRaftVoter -----------------------------------------------------
-    def maybe_send_update_voter(self, state: FollowerState, now: int) -> int | None:
-        """Send UpdateRaftVoter to the leader if this voter's entry is out of date and it is
-        time; the milliseconds until the leader needs attention, or None: send the Fetch."""
+    # -- upgrading kraft.version -------------------------------------------------------------
+    def handle_update_features(
+        self, request: InboundRequest, body: UpdateFeaturesRequest, now: int
+    ) -> Response | None:
+        """UpdateFeatures for ``kraft.version``: see the module docstring."""
+        checked = self._check_upgrade(body)
+        if isinstance(checked, _Refusal):
+            return _features_response(checked.error, checked.message or None)
+        state, target, voters = checked
+        if body.validate_only:
+            return _features_response(Errors.NONE, None)
+        timeout = body.timeout_ms if body.timeout_ms > 0 else self._config.request_timeout_ms
         quorum = self._quorum
-        if state.epoch != self._update_epoch:
-            self._update_epoch, self._update_due_ms = state.epoch, now
-        if now < self._update_due_ms or not self._needs_update():
-            return None
-        leader = state.leader_id
-        if not self._requests.is_ready(leader, now):
-            return None  # the Fetch in flight goes first; this one goes at its answer
-        self._update_due_ms = now + UPDATE_VOTER_PERIOD_FACTOR * self._config.fetch_timeout_ms
-        low, high = _KRAFT_RANGE
-        assert quorum.local_id is not None
-        request = UpdateRaftVoterRequest(
-            current_leader_epoch=state.epoch,
-            voter_id=quorum.local_id,
-            voter_directory_id=quorum.local_directory_id or ZERO_UUID,
-            listeners=tuple(Endpoint(*e) for e in quorum.local_endpoints),
-            min_supported_kraft_version=low,
-            max_supported_kraft_version=high,
+        change = _Change("upgrade", request, quorum.local_key or ReplicaKey(-1), (), now + timeout)
+        change.offset = state.accumulator.append_control_messages(
+            [KRaftVersionRecord(0, target), voters.to_record()], self._clock.wall_ms()
         )
-        logger.info("telling leader %d this voter's listeners %s", leader, request.listeners)
-        return self._requests.maybe_send(self._channel, leader, lambda _dest: request, now)
+        self._pending = change
+        logger.info("kraft.version -> %d with voters %s", target, voters)
+        return None
 
-    def _needs_update(self) -> bool:
+    def _check_upgrade(  # noqa: PLR0911 -- one return per rule, in order
+        self, body: UpdateFeaturesRequest
+    ) -> _Refusal | tuple[LeaderState[T], int, VoterSet]:
+        updates = body.feature_updates
+        if len(updates) != 1 or updates[0].feature != KRAFT_VERSION_FEATURE:
+            names = [u.feature for u in updates]
+            why = f"kraft finalizes only kraft.version, not {names}"
+            return _Refusal(Errors.INVALID_UPDATE_VERSION, why)
+        target = updates[0].max_version_level
+        state = self._quorum.state
+        current = self._quorum.history.kraft_version
+        if not isinstance(state, LeaderState):
+            return _Refusal(Errors.NOT_LEADER_OR_FOLLOWER, "not the leader")
+        if target == current:
+            return _Refusal(Errors.NONE, "")
+        if not current < target <= KRAFT_RANGE[1]:
+            why = f"kraft.version {current} cannot become {target} (no downgrade)"
+            return _Refusal(Errors.INVALID_UPDATE_VERSION, why)
+        if self._shutting_down() or self._pending is not None or state.high_watermark is None:
+            return _Refusal(Errors.REQUEST_TIMED_OUT, "the leader is not ready for a change")
+        voters = self._upgraded_voters(target)
+        if isinstance(voters, str):
+            return _Refusal(Errors.INVALID_UPDATE_VERSION, voters)
+        return state, target, voters
+
+    def _upgraded_voters(self, target: int) -> VoterSet | str:
+        """The voter set an upgrade writes, from what each static voter reported (the
+        leader from itself), or why there is none yet."""
         quorum = self._quorum
-        if quorum.history.kraft_version < 1 or not quorum.local_endpoints or not quorum.is_voter:
-            return False
-        assert quorum.local_id is not None
-        node = quorum.voter_set.node(quorum.local_id)
-        return node is not None and (
-            node.endpoints != quorum.local_endpoints
-            or node.supported_kraft_versions != _KRAFT_RANGE
-        )
+        local = quorum.local_key
+        reported = dict(self._reported)
+        if local is not None and local.directory_id is not None and quorum.local_endpoints:
+            reported[local.id] = VoterNode(local, quorum.local_endpoints, KRAFT_RANGE)
+        missing = sorted(v for v in quorum.voters if v not in reported)
+        if missing:
+            return f"voters {missing} have not reported their directory id and listeners yet"
+        unable = sorted(v for v in quorum.voters if not reported[v].supports(target))
+        if unable:
+            return f"voters {unable} do not support kraft.version {target}"
+        return VoterSet({v: reported[v] for v in quorum.voters})
 
     # -- ApiVersions, commits and timeouts -------------------------------------------------
-    def handle_response(
-        self,
-        response: InboundResponse,
-        body: ApiVersionsResponse | UpdateRaftVoterResponse,
-        now: int,
-    ) -> bool:
-        """An answer to ApiVersions (the leader adding a voter) or UpdateRaftVoter (a
-        follower); False if it was an error (the destination backs off)."""
-        if isinstance(body, ApiVersionsResponse):
-            return self._handle_api_versions_response(response, body, now)
-        if body.error_code != Errors.NONE:
-            logger.info("UpdateRaftVoter answered %s", Errors.from_code(body.error_code).name)
-            return False
-        return True
-
-    def _handle_api_versions_response(
+    def handle_api_versions_response(
         self, response: InboundResponse, body: ApiVersionsResponse, now: int
     ) -> bool:
         """The replica being added told its ``kraft.version`` range: check it and whether
@@ -434,6 +425,7 @@ class Reconfiguration(Generic[T]):
 
     def leadership_lost(self) -> None:
         """Leadership ended: a pending change is answered NOT_LEADER_OR_FOLLOWER."""
+        self._reported.clear()
         if self._pending is not None:
             self._finish(Errors.NOT_LEADER_OR_FOLLOWER, "leadership moved")
 
@@ -451,8 +443,18 @@ class Reconfiguration(Generic[T]):
             )
         if change.kind == "add":
             self._respond(change.request, _add_response(error, message))
-        else:
+        elif change.kind == "remove":
             self._respond(change.request, _remove_response(error, message))
+        else:
+            self._respond(change.request, _features_response(error, message))
+
+
+def _features_response(error: Errors, message: str | None) -> UpdateFeaturesResponse:
+    return UpdateFeaturesResponse(
+        error_code=error,
+        error_message=message,
+        results=(FeatureUpdateResult(KRAFT_VERSION_FEATURE, error, message),),
+    )
 
 
 def _add_response(error: Errors, message: str | None) -> AddRaftVoterResponse:

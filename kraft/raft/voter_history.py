@@ -88,8 +88,10 @@ class _Timeline:
         return dropped
 
     def truncate_old(self, start_offset: int) -> None:
-        """Drop entries below ``start_offset`` except the one in force there."""
-        index = bisect.bisect_right(self._offsets, start_offset) - 1
+        """Drop entries below ``start_offset`` except the one in force just below it: an
+        entry at ``start_offset`` itself may be uncommitted, and a truncation that removes it
+        must find the set before it."""
+        index = bisect.bisect_right(self._offsets, start_offset - 1) - 1
         if index > 0:
             del self._offsets[:index], self._values[:index]
 

@@ -190,6 +190,7 @@ def test_api_keys_are_kafkas() -> None:
         "BEGIN_QUORUM_EPOCH": 53,
         "END_QUORUM_EPOCH": 54,
         "DESCRIBE_QUORUM": 55,
+        "UPDATE_FEATURES": 57,
         "FETCH_SNAPSHOT": 59,
         "ADD_RAFT_VOTER": 80,
         "REMOVE_RAFT_VOTER": 81,
@@ -207,6 +208,7 @@ def test_api_keys_are_kafkas() -> None:
         ApiKey.ADD_RAFT_VOTER: 1,
         ApiKey.REMOVE_RAFT_VOTER: 0,
         ApiKey.UPDATE_RAFT_VOTER: 0,
+        ApiKey.UPDATE_FEATURES: 1,
     }
 
 
