@@ -49,6 +49,8 @@ from kraft.protocol.messages import (
     RemoveRaftVoterRequest,
     RemoveRaftVoterResponse,
     ReplicaState,
+    UpdateFeaturesRequest,
+    UpdateFeaturesResponse,
 )
 from kraft.protocol.messages import Endpoint as Listener
 from kraft.raft.voter_set import DEFAULT_LISTENER
@@ -57,7 +59,7 @@ from kraft.runtime.config import is_wildcard, load_node_config
 from kraft.runtime.request_once import request_once
 from kraft.runtime.tls import TlsConfig
 
-__all__ = ["describe_quorum", "find_leader", "register"]
+__all__ = ["describe_quorum", "find_leader", "register", "send_change"]
 
 #: Errors after which a voter change is tried again (with the leader found afresh): nothing
 #: was changed, or the change may still be made (Kafka's admin client retries them too).
@@ -423,7 +425,7 @@ def _add_controller(args: argparse.Namespace) -> int:
     def made(response: DescribeQuorumResponse) -> bool:
         return _is_voter(response, node.node_id, meta.directory_id or "")
 
-    error = _change_voters(
+    error = send_change(
         bootstrap, request, made, Errors.DUPLICATE_VOTER, args.timeout, meta.cluster_id, node.tls
     )
     if error is not None:
@@ -461,7 +463,7 @@ def _remove_controller(args: argparse.Namespace) -> int:
     def made(response: DescribeQuorumResponse) -> bool:
         return not _is_voter(response, args.controller_id, directory_id)
 
-    error = _change_voters(
+    error = send_change(
         bootstrap, request, made, Errors.VOTER_NOT_FOUND, args.timeout, cluster_id, tls
     )
     if error is not None:
@@ -477,18 +479,19 @@ def _is_voter(response: DescribeQuorumResponse, node_id: int, directory_id: str)
     )
 
 
-def _change_voters(
+def send_change(
     bootstrap: list[Endpoint],
-    request: Callable[[int], AddRaftVoterRequest | RemoveRaftVoterRequest],
+    request: Callable[[int], AddRaftVoterRequest | RemoveRaftVoterRequest | UpdateFeaturesRequest],
     made: Callable[[DescribeQuorumResponse], bool],
-    done_already: Errors,
+    done_already: Errors | None,
     timeout_s: float,
     cluster_id: str | None,
     tls: TlsConfig | None,
 ) -> str | None:
-    """Send the change to the leader until it is answered for good or ``timeout_s`` passes
-    (the module docstring says which answers are tried again); ``None`` once the change is
-    made, else the error (Kafka's name and message, or what went wrong)."""
+    """Send a change of the quorum (``request(remaining_ms)``) to the leader until it is
+    answered for good or ``timeout_s`` passes (the module docstring says which answers are
+    tried again, and when ``done_already`` is checked with ``made``); ``None`` once the change
+    is made, else the error (Kafka's name and message, or what went wrong)."""
     deadline = time.monotonic() + timeout_s
     problem = ""
     #: An earlier attempt may have made the change (its answer was lost, or timed out).
@@ -517,14 +520,16 @@ def _change_voters(
             problem = str(exc)
             maybe_made = True
             continue
-        assert isinstance(response, AddRaftVoterResponse | RemoveRaftVoterResponse)
+        assert isinstance(
+            response, AddRaftVoterResponse | RemoveRaftVoterResponse | UpdateFeaturesResponse
+        )
         code = response.error_code
         if code == Errors.NONE:
             return None
         problem = error_name(code) + (
             f": {response.error_message}" if response.error_message else ""
         )
-        if code == done_already and maybe_made:
+        if done_already is not None and code == done_already and maybe_made:
             # The leader checks this after "no change in progress": the voter set it
             # describes now is committed, and says whether an earlier attempt made the change.
             try:

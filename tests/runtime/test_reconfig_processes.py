@@ -39,20 +39,27 @@ def kraft(*args: str, timeout_s: float = TIMEOUT_S + 30) -> subprocess.Completed
 
 def voters_of(local: LocalQuorum, node_id: int) -> tuple[int, ...]:
     """The voter set node ``node_id`` uses now (its console's ``status``)."""
+    return status_of(local, node_id)[0]
+
+
+def status_of(local: LocalQuorum, node_id: int) -> tuple[tuple[int, ...], int]:
+    """The voter set and kraft.version node ``node_id`` uses now (its console's ``status``)."""
     answer = local.nodes[node_id].request("status", ("status",), TIMEOUT_S)
-    return tuple(answer["voters"])
+    return tuple(answer["voters"]), answer["kraft_version"]
 
 
-def wait_agreed_voters(local: LocalQuorum, expected: set[int]) -> None:
-    """Wait until every running node uses the voter set ``expected``."""
+def wait_agreed_voters(local: LocalQuorum, expected: set[int], kraft_version: int = 1) -> None:
+    """Wait until every running node uses the voter set ``expected`` under ``kraft_version``."""
     deadline = time.monotonic() + TIMEOUT_S
     while True:
         running = [i for i, node in local.nodes.items() if node.is_running()]
-        seen = {i: voters_of(local, i) for i in running}
-        if all(set(v) == expected for v in seen.values()):
+        seen = {i: status_of(local, i) for i in running}
+        if all(set(v) == expected and k == kraft_version for v, k in seen.values()):
             return
         if time.monotonic() > deadline:
-            raise TimeoutError(f"voter sets {seen}, expected {sorted(expected)} everywhere")
+            raise TimeoutError(
+                f"(voters, kraft.version) {seen}, expected {sorted(expected)} everywhere"
+            )
         time.sleep(0.2)
 
 
@@ -178,3 +185,33 @@ def test_grow_to_four_then_remove_a_voter_while_the_leader_is_killed(tmp_path: P
         for committed in logs.values():
             shared = committed.keys() & reference.keys()
             assert {o: committed[o] for o in shared} == {o: reference[o] for o in shared}
+
+
+def test_a_static_quorum_upgrades_to_kraft_version_1(quorum: LocalQuorum) -> None:
+    """``kraft features upgrade --feature kraft.version=1``: the static voters, once each has
+    reported its directory id and listeners to the leader, become the voter set in the log."""
+    offset, leader = quorum.append("before-upgrade", timeout_s=TIMEOUT_S)
+    quorum.wait_committed(leader, offset, TIMEOUT_S)
+    wait_agreed_voters(quorum, {1, 2, 3}, kraft_version=0)
+    upgrade = ["features", "upgrade", "--feature", "kraft.version=1", "-b", quorum.bootstrap]
+    deadline = time.monotonic() + TIMEOUT_S
+    while (done := kraft(*upgrade)).returncode != 0:
+        # Until every voter has reported itself (after the election), the leader says which.
+        assert "INVALID_UPDATE_VERSION" in done.stderr and "have not reported" in done.stderr, (
+            done.stderr
+        )
+        assert time.monotonic() < deadline, done.stderr
+        time.sleep(0.2)
+    assert done.stdout == "kraft.version was upgraded to level 1.\n"
+    wait_agreed_voters(quorum, {1, 2, 3}, kraft_version=1)
+    voters = describe(quorum)["voters"]
+    assert isinstance(voters, list)
+    assert {v["id"]: v["directory_id"] for v in voters} == {
+        i: quorum.directory_id(i) for i in (1, 2, 3)
+    }
+    assert kraft(*upgrade).returncode == 0  # at that level already
+    downgrade = kraft("features", "upgrade", "--feature", "kraft.version=0", "-b", quorum.bootstrap)
+    assert downgrade.returncode == 1 and "INVALID_UPDATE_VERSION" in downgrade.stderr
+    offset, leader = quorum.append("after-upgrade", timeout_s=TIMEOUT_S)
+    for node_id in quorum.nodes:
+        quorum.wait_committed(node_id, offset, TIMEOUT_S)
