@@ -218,3 +218,18 @@ def test_remove_controller_without_a_leader_fails_after_its_timeout(
     assert code == 1
     assert f"removing KRaft controller 1 with directory id {DIRECTORY} failed" in err
     assert "cannot connect to 127.0.0.1:1" in err and "gave up after 0.2 s" in err
+
+
+@pytest.mark.parametrize(
+    ("feature", "says"),
+    [
+        ("kraft.version", "expected NAME=LEVEL"),
+        ("kraft.version=one", "expected NAME=LEVEL"),
+        ("metadata.version=1", "kraft has one feature, kraft.version"),
+    ],
+)
+def test_features_upgrade_bad_feature_exits_2(
+    capsys: pytest.CaptureFixture[str], feature: str, says: str
+) -> None:
+    code, _, err = run(capsys, "features", "upgrade", "--feature", feature, "-b", "127.0.0.1:1")
+    assert code == 2 and says in err
