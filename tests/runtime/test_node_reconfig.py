@@ -160,3 +160,41 @@ def test_a_node_follows_the_voters_of_its_log_and_says_when_it_is_removed(
         leader.prepare_append(leader.leader_and_epoch().epoch, ["after"])
         leader.schedule_prepared_append()
         seen[1].wait("records after the removal", lambda: seen[1].records == ["before", "after"])
+
+
+def test_an_observer_with_auto_join_becomes_a_voter_by_itself(
+    tmp_path: Path, node_log: LogLines
+) -> None:
+    """`[quorum] auto_join = true` (Kafka's controller.quorum.auto.join.enable): the observer
+    asks the leader to add it, and is a voter without an admin's request."""
+    cluster = random_uuid()
+    first, second = (Endpoint("127.0.0.1", port) for port in free_ports(2))
+    format_dynamic_storage(
+        tmp_path / "n1", cluster, 1, VoterSet({1: voter_node(1, random_directory_id(), first)})
+    )
+    format_dynamic_storage(tmp_path / "n2", cluster, 2, None)
+
+    def config(auto_join: bool) -> QuorumConfig:
+        return QuorumConfig(
+            bootstrap_servers=(first,),
+            election_timeout_ms=LOOPBACK_TIMERS["election_timeout_ms"],
+            fetch_timeout_ms=LOOPBACK_TIMERS["fetch_timeout_ms"],
+            request_timeout_ms=LOOPBACK_TIMERS["request_timeout_ms"],
+            append_linger_ms=0,
+            auto_join=auto_join,
+        )
+
+    nodes = [
+        RaftNode(
+            node_id=i,
+            data_dir=tmp_path / f"n{i}",
+            config=config(auto_join=i == 2),
+            serde=StrSerde(),
+            listen=address,
+            shutdown_timeout_ms=500,
+        )
+        for i, address in ((1, first), (2, second))
+    ]
+    with nodes[0], nodes[1]:
+        node_log.wait_for("node 2 is a voter")
+        assert nodes[0].client.voter_ids == frozenset({1, 2})
