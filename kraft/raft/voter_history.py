@@ -157,16 +157,6 @@ class VoterHistory:
             return []
         return [KRaftVersionRecord(0, version), self.voter_set_at(last).to_record()]
 
-    def bootstrap_control_messages(self) -> list[ControlMessage]:
-        """What a new leader appends after its LeaderChange when the voters in force come
-        from the bootstrap checkpoint alone (their entry sits below offset 0): the
-        ``KRaftVersionRecord`` and ``VotersRecord``, so that replicas that never had the
-        checkpoint (a node formatted to join) learn them from the log, as in Kafka."""
-        offset = self.last_voter_set_offset
-        if offset is None or offset >= 0 or self.kraft_version < 1:
-            return []
-        return [KRaftVersionRecord(0, self.kraft_version), self.last_voter_set.to_record()]
-
     # -- following the log -----------------------------------------------------------------
     def appended(self, log: ReplicatedLog, base_offset: int, data: bytes | memoryview) -> bool:
         """Batches ``data`` (whole, already validated) were appended at ``base_offset``; True

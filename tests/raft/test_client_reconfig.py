@@ -19,8 +19,6 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-import pytest
-
 from kraft.config import Endpoint as ConfigEndpoint
 from kraft.protocol.api import ApiKey
 from kraft.protocol.errors import Errors
@@ -458,10 +456,6 @@ def test_add_voter_whose_api_versions_failed() -> None:
     assert context.client.voter_set == voter_set(1, 2)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: AddRaftVoter without a CONTROLLER listener is accepted, not INVALID_REQUEST",
-)
 def test_add_voter_without_the_default_listener() -> None:
     """Kafka's ``testAddVoterWithMissingDefaultListener``: the leader must be able to reach
     the new voter on the controller listener; INVALID_REQUEST."""
@@ -508,9 +502,6 @@ def test_add_voter_fails_when_the_leader_resigns() -> None:
     assert response is not None and response.error_code == Errors.NOT_LEADER_OR_FOLLOWER
 
 
-@pytest.mark.xfail(
-    strict=True, reason="BUG: the ClusterId field of Add/Remove/UpdateRaftVoter is not checked"
-)
 def test_voter_changes_from_another_cluster() -> None:
     """Kafka's ``testAddVoterInvalidClusterId`` / ``testRemoveVoterInvalidClusterId`` /
     ``testUpdateVoterInvalidClusterId``: a request whose ClusterId field is empty or another
@@ -629,9 +620,6 @@ def test_remove_a_replica_that_is_not_a_voter() -> None:
     assert context.client.voter_set == voter_set(1, 2, 3)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="BUG: the commit is answered one poll late; that poll returned 1000 ms"
-)
 def test_remove_the_other_voter_of_two() -> None:
     """KIP-853: removing voter 2 of {1, 2} leaves {1}, whose majority is the leader alone: the
     removal commits as soon as it is appended."""
@@ -643,9 +631,6 @@ def test_remove_the_other_voter_of_two() -> None:
     assert response is not None and response.error_code == Errors.NONE
 
 
-@pytest.mark.xfail(
-    strict=True, reason="BUG: removing the only voter answers INVALID_REQUEST, not VOTER_NOT_FOUND"
-)
 def test_remove_the_only_voter() -> None:
     """Kafka's ``testRemoveVoterToEmptyVoterSet``: a voter set is never empty."""
     context: RaftTestContext[bytes] = (
@@ -1079,7 +1064,6 @@ def test_a_follower_whose_entry_is_current_sends_no_update() -> None:
     assert follow_for(context, 5 * context.config.fetch_timeout_ms) == []
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a new leader does not write its own changed listeners")
 def test_a_new_leader_publishes_its_own_listeners() -> None:
     """Kafka's ``testLeaderUpdatesVoter``: a leader whose listeners differ from its entry in
     the voter set writes the updated set when its epoch starts."""
@@ -1292,10 +1276,6 @@ def test_describe_quorum_reports_the_voter_set_in_force() -> None:
     assert nodes[3] == listeners_of(3)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: the leader tracks replicas by id: (3, new disk) is never caught up",
-)
 def test_replace_a_failed_voter_with_a_new_disk() -> None:
     """KIP-853's replacement of a failed controller: voter 3's disk is lost; replica 3 comes
     back with a new directory id, fetching as an observer (it is not the voter (3, old disk));
@@ -1327,10 +1307,6 @@ def test_replace_a_failed_voter_with_a_new_disk() -> None:
     assert added is not None and added.error_code == Errors.NONE
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: UpdateRaftVoter without a CONTROLLER listener is accepted, not INVALID_REQUEST",
-)
 def test_update_voter_without_the_default_listener() -> None:
     """Kafka's ``UpdateVoterHandler``: the new listeners must include the controller listener
     the quorum uses; INVALID_REQUEST."""
@@ -1454,9 +1430,6 @@ def test_a_cluster_carries_on_after_its_leader_removes_itself() -> None:
     assert all(cluster.nodes[n].voter_ids == frozenset(others) for n in others)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="BUG: a Prospective re-follows a leader absent from the voter set"
-)
 def test_voters_left_by_a_removed_leader_elect_a_new_one() -> None:
     """KIP-996 with KIP-853: a Prospective keeps the leader it followed (Kafka's
     ``ProspectiveState`` retains its leader and endpoints), so a pre-vote answer naming that
