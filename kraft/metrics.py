@@ -475,7 +475,7 @@ class RaftMetrics:
         # transition the poll thread makes meanwhile.
         state = client.quorum.state
         local_id = client.local_id
-        voters = client.config.voter_ids
+        voters = client.quorum.voter_set  # the latest in the log (KIP-853); one read
         leader: int | None = None
         voted_id = -1
         voted_directory = _uuid_text(None)
@@ -488,7 +488,7 @@ class RaftMetrics:
             current = "prospective" if state.voted_key is None else "prospective-voted"
             leader = state.leader_id
         elif isinstance(state, FollowerState):
-            current = "follower" if local_id is not None and local_id in voters else "observer"
+            current = "follower" if client.quorum.is_voter else "observer"
             leader = state.leader_id
         elif isinstance(state, UnattachedState):
             current = "unattached" if state.voted_key is None else "voted"
@@ -514,9 +514,8 @@ class RaftMetrics:
         values["high-watermark"] = -1 if high_watermark is None else high_watermark
         values["log-end-offset"] = log_end_offset
         values["log-end-epoch"] = log_end_epoch
-        # Every voter's endpoint is configured (a static voter set): none is unknown, as in
-        # Kafka with static voters.
-        values["number-unknown-voter-connections"] = 0
+        # A voter whose listeners are unknown (a static voter set always has them).
+        values["number-unknown-voter-connections"] = sum(not n.endpoints for n in voters.nodes())
         values["number-of-voters"] = len(voters)
         if isinstance(state, LeaderState):
             values["number-of-observers"] = len(state.observer_states)

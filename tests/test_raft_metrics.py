@@ -26,6 +26,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kraft.common.uuids import ZERO_UUID, uuid_to_text
+from kraft.config import Endpoint
 from kraft.errors import KraftError, TransportError
 from kraft.metrics import (
     CURRENT_STATES,
@@ -48,6 +49,7 @@ from kraft.raft.states import (
     ResignedState,
     UnattachedState,
 )
+from kraft.raft.voter_set import VoterSet
 from kraft.testing import LocalCluster, ManualClock
 
 W = 30_000  # Kafka's default metrics.sample.window.ms
@@ -254,11 +256,13 @@ def fake_client(
 ) -> Any:
     """The little of a KafkaRaftClient the gauges read."""
     log = SimpleNamespace(log_end_offset=log_end[0], last_fetched_epoch=log_end[1])
+    voter_set = VoterSet.from_static({v: Endpoint("localhost", 9990 + v) for v in voters})
     return SimpleNamespace(
-        quorum=SimpleNamespace(state=state),
+        quorum=SimpleNamespace(
+            state=state, voter_set=voter_set, is_voter=local_id is not None and local_id in voters
+        ),
         local_id=local_id,
         local_directory_id=DIRECTORY,
-        config=SimpleNamespace(voter_ids=frozenset(voters)),
         is_initialized=True,
         log=log,
     )

@@ -11,7 +11,8 @@ a line, so that scripts and tests can drive a real process::
     append <text> [<text> ...]   ->  {"event": "appended", "offset": 12, "epoch": 3}
                                      or {"event": "error", "error": "NotLeaderError", ...}
     resign                       ->  the leader resigns its epoch
-    status                       ->  {"event": "status", "leader": 1, "epoch": 3, ...}
+    status                       ->  {"event": "status", "leader": 1, "epoch": 3,
+                                      "voters": [1, 2, 3], "kraft_version": 1, ...}
                                  <-  {"event": "commit", "offset": 12, "epoch": 3,
                                       "records": ["<text>", ...]}   (every committed batch)
                                  <-  {"event": "leader", "leader": 1, "epoch": 3}
@@ -150,6 +151,8 @@ def _console(node: RaftNode[bytes], emit: _Printer, stdin: TextIO) -> None:
                     epoch=leader.epoch,
                     high_watermark=client.high_watermark,
                     log_end_offset=client.log_end_offset,
+                    voters=sorted(client.voter_ids),
+                    kraft_version=client.kraft_version,
                 )
             else:
                 emit(event="error", error="UnknownCommand", message=command)

@@ -1,11 +1,28 @@
-"""``kraft quorum describe``: the quorum as its leader sees it (``kafka-metadata-quorum.sh``).
+"""``kraft quorum``: describe a running quorum and change its voters (Kafka's
+``kafka-metadata-quorum.sh``: ``describe``, ``add-controller``, ``remove-controller``).
 
-The command sends DescribeQuorum to the addresses given with ``--bootstrap``, one after the
-other, until the leader answers (only the leader knows every replica's progress); a replica that
-is not the leader names the leader and its address, which is asked next. ``--status``
-prints the summary Kafka prints; ``--replication`` a row per voter and observer; ``--json`` the
-same data as one JSON object. Exit status 0, or 1 with ``error: ...`` when no address gave an
-answer from the leader.
+Every command first finds the leader: it sends DescribeQuorum to the addresses given with
+``--bootstrap``, one after the other, until the leader answers (only the leader knows every
+replica's progress, and only the leader changes the voters); a replica that is not the leader
+names the leader and its address, which is asked next.
+
+``describe --status`` prints the summary Kafka prints (the voters and observers with their
+directory ids and endpoints); ``--replication`` a row per replica, its directory id and whether
+it leads, follows (a voter) or observes; ``--json`` the same data as one JSON object.
+
+``add-controller --config NODE.toml`` asks the leader to make that node a voter (KIP-853
+AddRaftVoter): its id from the file, its directory id from its data directory's
+``meta.properties``, its ``listen`` address as its ``CONTROLLER`` listener. The node must be
+running as an observer of the quorum and caught up. ``remove-controller --controller-id N
+--controller-directory-id D`` asks the leader to remove voter ``(N, D)`` (RemoveRaftVoter).
+The leader answers once the new voter set is committed. Until ``--timeout``, an answer that
+says to try again (NOT_LEADER_OR_FOLLOWER, BROKER_NOT_AVAILABLE, REQUEST_TIMED_OUT: a leader
+change, or another change still in progress) or a lost connection is retried with the leader
+found afresh; a retry answered DUPLICATE_VOTER (add) or VOTER_NOT_FOUND (remove) counts as done
+if the leader's voter set shows the change made (an earlier attempt made it).
+
+Exit status 0; 1 with ``error: ...`` when no address gave an answer from the leader, or with
+Kafka's error name when the change failed; 2 for bad arguments.
 """
 
 from __future__ import annotations
@@ -13,28 +30,53 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kraft.common.uuids import uuid_to_text
+from kraft.common.uuids import ZERO_UUID, uuid_from_text, uuid_to_text
 from kraft.config import ConfigError, Endpoint, parse_bootstrap_servers
 from kraft.errors import KraftError, TransportError
+from kraft.log.meta_properties import read_meta_properties
 from kraft.protocol.errors import Errors, error_name
-from kraft.protocol.messages import DescribeQuorumRequest, DescribeQuorumResponse, ReplicaState
-from kraft.runtime.config import load_node_config
+from kraft.protocol.messages import (
+    AddRaftVoterRequest,
+    AddRaftVoterResponse,
+    DescribeQuorumRequest,
+    DescribeQuorumResponse,
+    RemoveRaftVoterRequest,
+    RemoveRaftVoterResponse,
+    ReplicaState,
+    UpdateFeaturesRequest,
+    UpdateFeaturesResponse,
+)
+from kraft.protocol.messages import Endpoint as Listener
+from kraft.raft.voter_set import DEFAULT_LISTENER
+from kraft.runtime.bootstrap import parse_directory_id
+from kraft.runtime.config import is_wildcard, load_node_config
 from kraft.runtime.request_once import request_once
 from kraft.runtime.tls import TlsConfig
 
-__all__ = ["describe_quorum", "register"]
+__all__ = ["describe_quorum", "find_leader", "register", "send_change"]
+
+#: Errors after which a voter change is tried again (with the leader found afresh): nothing
+#: was changed, or the change may still be made (Kafka's admin client retries them too).
+_RETRIABLE = frozenset(
+    {Errors.NOT_LEADER_OR_FOLLOWER, Errors.BROKER_NOT_AVAILABLE, Errors.REQUEST_TIMED_OUT}
+)
+#: The pause between two attempts at a voter change.
+_RETRY_BACKOFF_S = 0.5
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     """Add ``kraft quorum ...`` to the command line."""
     group: argparse.ArgumentParser = subparsers.add_parser(
         "quorum",
-        help="describe a running quorum",
-        description="Describe a running quorum (like kafka-metadata-quorum.sh).",
+        help="describe a running quorum, add and remove voters",
+        description="Describe a running quorum and change its voters (like "
+        "kafka-metadata-quorum.sh).",
     )
     group.set_defaults(group_parser=group)
     commands = group.add_subparsers(title="quorum commands", metavar="COMMAND")
@@ -44,13 +86,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         description="Ask the leader for the quorum's state: its epoch, high watermark, and "
         "every voter's and observer's progress.",
     )
-    describe.add_argument(
-        "--bootstrap",
-        "-b",
-        required=True,
-        help="host:port[,host:port...] of nodes to ask, in turn (a node "
-        "that is not the leader names it, and it is asked next)",
-    )
+    _bootstrap_argument(describe)
     what = describe.add_mutually_exclusive_group(required=True)
     what.add_argument("--status", action="store_true", help="the quorum's summary")
     what.add_argument("--replication", action="store_true", help="a row per replica")
@@ -69,6 +105,75 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     )
     describe.set_defaults(handler=_describe)
 
+    add = commands.add_parser(
+        "add-controller",
+        help="make a running observer a voter (KIP-853)",
+        description="Ask the leader to add the node described by --config as a voter: its "
+        "node_id, the directory id of its data directory (meta.properties) and its listen "
+        "address. The node must run as an observer of a kraft.version 1 quorum (formatted "
+        "with --no-initial-controllers) and have caught up with the leader.",
+    )
+    _bootstrap_argument(add)
+    add.add_argument(
+        "--config",
+        "-c",
+        type=Path,
+        required=True,
+        help="the TOML file of the node to add (also for [tls] and cluster_id)",
+    )
+    _change_arguments(add)
+    add.set_defaults(handler=_add_controller)
+
+    remove = commands.add_parser(
+        "remove-controller",
+        help="remove a voter (KIP-853)",
+        description="Ask the leader to remove the voter with this id and directory id. A "
+        "removed node keeps running as an observer; a leader that removes itself resigns "
+        "once the change is committed.",
+    )
+    _bootstrap_argument(remove)
+    remove.add_argument(
+        "--controller-id", "-i", required=True, type=int, help="the node id of the voter"
+    )
+    remove.add_argument(
+        "--controller-directory-id",
+        "-d",
+        required=True,
+        help="the directory id of the voter (see `kraft quorum describe --replication`)",
+    )
+    remove.add_argument("--cluster-id", default=None, help="the cluster id to send")
+    remove.add_argument(
+        "--config",
+        "-c",
+        type=Path,
+        default=None,
+        help="a node's TOML file: its [tls] settings and cluster_id are used",
+    )
+    _change_arguments(remove)
+    remove.set_defaults(handler=_remove_controller)
+
+
+def _bootstrap_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--bootstrap",
+        "-b",
+        required=True,
+        help="host:port[,host:port...] of nodes to ask, in turn (a node "
+        "that is not the leader names it, and it is asked next)",
+    )
+
+
+def _change_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--dry-run", action="store_true", help="print what would be done, but do not do it"
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        help="seconds the change may take, retries included (default 60)",
+    )
+
 
 def describe_quorum(
     bootstrap: list[Endpoint],
@@ -83,6 +188,17 @@ def describe_quorum(
     Raises :class:`~kraft.errors.TransportError` when none of them is the leader, with what
     each said (unreachable, not the leader and who is, ...).
     """
+    return find_leader(bootstrap, cluster_id=cluster_id, timeout_s=timeout_s, tls=tls)[1]
+
+
+def find_leader(
+    bootstrap: list[Endpoint],
+    *,
+    cluster_id: str | None = None,
+    timeout_s: float = 5.0,
+    tls: TlsConfig | None = None,
+) -> tuple[Endpoint, DescribeQuorumResponse]:
+    """The leader's address and DescribeQuorum answer (see :func:`describe_quorum`)."""
     problems: list[str] = []
     to_ask = deque(bootstrap)
     asked: set[Endpoint] = set()
@@ -107,7 +223,7 @@ def describe_quorum(
             continue
         error = response.error_code or response.partition_error_code
         if error == 0:
-            return response
+            return address, response
         if error == Errors.NOT_LEADER_OR_FOLLOWER:
             leader = "unknown" if response.leader_id < 0 else str(response.leader_id)
             problems.append(
@@ -179,6 +295,17 @@ def _as_dict(response: DescribeQuorumResponse, cluster_id: str | None) -> dict[s
     }
 
 
+def _summary(replica: dict[str, Any]) -> dict[str, Any]:
+    """A replica as Kafka's ``--status`` prints it: its id, its directory id (when it has
+    one) and its endpoints (when known)."""
+    out: dict[str, Any] = {"id": replica["id"]}
+    if replica["directory_id"] != uuid_to_text(ZERO_UUID):
+        out["directoryId"] = replica["directory_id"]
+    if replica["endpoints"]:
+        out["endpoints"] = replica["endpoints"]
+    return out
+
+
 def _ago(timestamp: int, now: int) -> str:
     return "never" if timestamp < 0 else f"{max(0, now - timestamp)} ms ago"
 
@@ -221,11 +348,8 @@ def _describe(args: argparse.Namespace) -> int:
             ("HighWatermark", data["high_watermark"]),
             ("MaxFollowerLag", data["max_follower_lag"]),
             ("MaxFollowerLagTimeMs", data["max_follower_lag_time_ms"]),
-            (
-                "CurrentVoters",
-                json.dumps([{"id": v["id"], "endpoints": v["endpoints"]} for v in data["voters"]]),
-            ),
-            ("CurrentObservers", json.dumps([{"id": o["id"]} for o in data["observers"]])),
+            ("CurrentVoters", json.dumps([_summary(v) for v in data["voters"]])),
+            ("CurrentObservers", json.dumps([_summary(o) for o in data["observers"]])),
         ]
         for name, value in rows:
             print(f"{name + ':':<24}{value}")
@@ -258,3 +382,161 @@ def _describe(args: argparse.Namespace) -> int:
             "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
         )
     return 0
+
+
+# -- voter changes (KIP-853) -------------------------------------------------------------------
+
+
+def _add_controller(args: argparse.Namespace) -> int:
+    try:
+        node = load_node_config(args.config)
+        bootstrap = parse_bootstrap_servers(args.bootstrap)
+        listen = node.listen_address
+        if is_wildcard(listen.host):
+            raise ConfigError(
+                f"{args.config}: listen = {listen} is no address the voters can reach; a "
+                "voter is known by its listen address"
+            )
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    meta = read_meta_properties(node.data_dir)
+    meta.verify(cluster_id=node.cluster_id, node_id=node.node_id)
+    if meta.directory_id is None:
+        raise ConfigError(f"{node.data_dir}: meta.properties has no directory.id")
+    endpoints = f"{DEFAULT_LISTENER}://{listen}"
+    what = (
+        f"controller {node.node_id} with directory id {meta.directory_id} and endpoints: "
+        f"{endpoints}"
+    )
+    if args.dry_run:
+        print(f"DRY RUN of adding {what}")
+        return 0
+
+    def request(remaining_ms: int) -> AddRaftVoterRequest:
+        return AddRaftVoterRequest(
+            voter_id=node.node_id,
+            voter_directory_id=uuid_from_text(meta.directory_id or ""),
+            listeners=(Listener(DEFAULT_LISTENER, listen.host, listen.port),),
+            timeout_ms=remaining_ms,
+            cluster_id=meta.cluster_id,
+        )
+
+    def made(response: DescribeQuorumResponse) -> bool:
+        return _is_voter(response, node.node_id, meta.directory_id or "")
+
+    error = send_change(
+        bootstrap, request, made, Errors.DUPLICATE_VOTER, args.timeout, meta.cluster_id, node.tls
+    )
+    if error is not None:
+        print(f"error: adding {what} failed: {error}", file=sys.stderr)
+        return 1
+    print(f"Added {what}")
+    return 0
+
+
+def _remove_controller(args: argparse.Namespace) -> int:
+    tls, cluster_id = None, args.cluster_id
+    try:
+        if args.controller_id < 0:
+            raise ConfigError(f"--controller-id {args.controller_id} is negative")
+        directory_id = parse_directory_id(args.controller_directory_id, "--controller-directory-id")
+        bootstrap = parse_bootstrap_servers(args.bootstrap)
+        if args.config is not None:
+            node = load_node_config(args.config)
+            tls, cluster_id = node.tls, cluster_id or node.cluster_id
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    what = f"KRaft controller {args.controller_id} with directory id {directory_id}"
+    if args.dry_run:
+        print(f"DRY RUN of removing {what}")
+        return 0
+
+    def request(remaining_ms: int) -> RemoveRaftVoterRequest:
+        return RemoveRaftVoterRequest(
+            voter_id=args.controller_id,
+            voter_directory_id=uuid_from_text(directory_id),
+            cluster_id=cluster_id,
+        )
+
+    def made(response: DescribeQuorumResponse) -> bool:
+        return not _is_voter(response, args.controller_id, directory_id)
+
+    error = send_change(
+        bootstrap, request, made, Errors.VOTER_NOT_FOUND, args.timeout, cluster_id, tls
+    )
+    if error is not None:
+        print(f"error: removing {what} failed: {error}", file=sys.stderr)
+        return 1
+    print(f"Removed {what}")
+    return 0
+
+
+def _is_voter(response: DescribeQuorumResponse, node_id: int, directory_id: str) -> bool:
+    return any(
+        v.replica_id == node_id and _directory(v) == directory_id for v in response.current_voters
+    )
+
+
+def send_change(
+    bootstrap: list[Endpoint],
+    request: Callable[[int], AddRaftVoterRequest | RemoveRaftVoterRequest | UpdateFeaturesRequest],
+    made: Callable[[DescribeQuorumResponse], bool],
+    done_already: Errors | None,
+    timeout_s: float,
+    cluster_id: str | None,
+    tls: TlsConfig | None,
+) -> str | None:
+    """Send a change of the quorum (``request(remaining_ms)``) to the leader until it is
+    answered for good or ``timeout_s`` passes (the module docstring says which answers are
+    tried again, and when ``done_already`` is checked with ``made``); ``None`` once the change
+    is made, else the error (Kafka's name and message, or what went wrong)."""
+    deadline = time.monotonic() + timeout_s
+    problem = ""
+    #: An earlier attempt may have made the change (its answer was lost, or timed out).
+    maybe_made = False
+    while True:
+        remaining_s = deadline - time.monotonic()
+        if remaining_s <= 0:
+            return f"{problem} (gave up after {timeout_s:g} s)"
+        if problem:
+            time.sleep(min(_RETRY_BACKOFF_S, remaining_s))
+        try:
+            leader, _ = find_leader(
+                bootstrap, cluster_id=cluster_id, timeout_s=min(5.0, remaining_s), tls=tls
+            )
+        except TransportError as exc:
+            problem = str(exc)
+            continue
+        remaining_s = deadline - time.monotonic()
+        body = request(max(1, int(remaining_s * 1000)))
+        try:
+            # The leader answers at the latest at the request's timeout_ms: wait a little more.
+            response = request_once(
+                leader, body, cluster_id=cluster_id, timeout_s=remaining_s + 2.0, tls=tls
+            )
+        except TransportError as exc:
+            problem = str(exc)
+            maybe_made = True
+            continue
+        assert isinstance(
+            response, AddRaftVoterResponse | RemoveRaftVoterResponse | UpdateFeaturesResponse
+        )
+        code = response.error_code
+        if code == Errors.NONE:
+            return None
+        problem = error_name(code) + (
+            f": {response.error_message}" if response.error_message else ""
+        )
+        if done_already is not None and code == done_already and maybe_made:
+            # The leader checks this after "no change in progress": the voter set it
+            # describes now is committed, and says whether an earlier attempt made the change.
+            try:
+                _, described = find_leader(bootstrap, cluster_id=cluster_id, tls=tls)
+            except TransportError:
+                return problem
+            return None if made(described) else problem
+        if code not in _RETRIABLE:
+            return problem
+        maybe_made |= code == Errors.REQUEST_TIMED_OUT

@@ -13,11 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from kraft.common.limits import INT32_MAX
+from kraft.common.uuids import uuid_to_text
+from kraft.config import ConfigError
 from kraft.errors import AlreadyFormattedError, MetaPropertiesError, QuorumStateError
 from kraft.log.meta_properties import (
     META_PROPERTIES_FILE,
     format_storage,
     is_formatted,
+    random_directory_id,
     random_uuid,
     read_meta_properties,
 )
@@ -27,6 +30,14 @@ from kraft.log.quorum_state import (
     FileQuorumStateStore,
     recovered_election_state,
 )
+from kraft.raft.voter_set import VoterSet
+from kraft.runtime.bootstrap import (
+    format_dynamic_storage,
+    parse_initial_controllers,
+    voter_node,
+    voters_text,
+)
+from kraft.runtime.config import NodeConfig, is_wildcard, load_node_config
 
 __all__ = ["register"]
 
@@ -63,8 +74,13 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         help="format a data directory for one node of a cluster",
         description=(
             "Create DIR and its __cluster_metadata-0 directory and write meta.properties "
-            "with the cluster id, the node id and a fresh directory id. Refuses a directory "
-            "that is already formatted."
+            "with the cluster id, the node id and a directory id. Refuses a directory that is "
+            "already formatted. The node and its directory come from -n and DIR, or from the "
+            "node's TOML file (-c). Without --standalone, --initial-controllers or "
+            "--no-initial-controllers the quorum is static (kraft.version 0: its voters are "
+            "the `voters` of every node's file); with one of them it is dynamic (kraft.version "
+            "1, KIP-853: the voters live in the log, and the bootstrap checkpoint "
+            "00000000000000000000-0000000000.checkpoint holds the initial ones)."
         ),
     )
     fmt.add_argument(
@@ -73,14 +89,43 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         required=True,
         help="the cluster id, a Kafka Uuid (see `kraft storage random-uuid`)",
     )
-    fmt.add_argument("--node-id", "-n", required=True, type=_node_id, help="this node's id")
+    fmt.add_argument("--node-id", "-n", type=_node_id, help="this node's id")
+    fmt.add_argument(
+        "--config",
+        "-c",
+        type=Path,
+        default=None,
+        help="the node's TOML file: its node_id, data_dir and listen address",
+    )
     fmt.add_argument(
         "--ignore-formatted",
         "-g",
         action="store_true",
         help="succeed without change if DIR is already formatted for the same cluster and node",
     )
-    fmt.add_argument("directory", metavar="DIR", type=Path, help="the data directory")
+    dynamic = fmt.add_mutually_exclusive_group()
+    dynamic.add_argument(
+        "--standalone",
+        "-s",
+        action="store_true",
+        help="a dynamic quorum of this one node (needs -c: its voter is this node at its "
+        "listen address); grow it with `kraft quorum add-controller`",
+    )
+    dynamic.add_argument(
+        "--initial-controllers",
+        "-I",
+        metavar="ID@HOST:PORT:DIRECTORY_ID,...",
+        help="a dynamic quorum of these voters; this node must be one of them, and its "
+        "directory id is the one given for it (see `kraft storage random-uuid`)",
+    )
+    dynamic.add_argument(
+        "--no-initial-controllers",
+        "-N",
+        action="store_true",
+        help="a node of a dynamic quorum that will join it later (kraft.version 1, no voters: "
+        "it starts as an observer)",
+    )
+    fmt.add_argument("directory", metavar="DIR", type=Path, nargs="?", help="the data directory")
     fmt.set_defaults(handler=_format)
 
     uuid = commands.add_parser(
@@ -117,17 +162,76 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     recover.set_defaults(handler=_recover_quorum_state)
 
 
+def _format_target(args: argparse.Namespace) -> tuple[int, Path, NodeConfig | None]:
+    """The node id and data directory to format, from ``-n``/DIR or the node's file."""
+    config = None if args.config is None else load_node_config(args.config)
+    if config is None:
+        if args.node_id is None or args.directory is None:
+            raise ConfigError("give the node id (-n) and DIR, or the node's file (-c)")
+        return args.node_id, args.directory, None
+    if args.node_id is not None and args.node_id != config.node_id:
+        raise ConfigError(f"-n {args.node_id} is not the node id of {args.config}")
+    if args.directory is not None and args.directory.resolve() != config.data_dir.resolve():
+        raise ConfigError(f"{args.directory} is not the data_dir of {args.config}")
+    if config.cluster_id is not None and config.cluster_id != args.cluster_id:
+        raise ConfigError(f"{args.config} is for cluster {config.cluster_id}")
+    if config.quorum.voters and _is_dynamic(args):
+        # Kafka's StorageTool: the voters of a dynamic quorum live in the log, never in the file.
+        raise ConfigError(
+            f"{args.config} sets `voters` (a static quorum): remove it and set "
+            "`bootstrap_servers` to format a node of a dynamic quorum"
+        )
+    return config.node_id, config.data_dir, config
+
+
+def _is_dynamic(args: argparse.Namespace) -> bool:
+    return bool(args.standalone or args.initial_controllers or args.no_initial_controllers)
+
+
+def _initial_voters(
+    args: argparse.Namespace, node_id: int, config: NodeConfig | None
+) -> VoterSet | None:
+    """The bootstrap checkpoint's voters (``None``: a node that will join)."""
+    if args.initial_controllers is not None:
+        return parse_initial_controllers(args.initial_controllers)
+    if not args.standalone:
+        return None
+    if config is None:
+        raise ConfigError("--standalone needs the node's file (-c): its listen address")
+    listener = config.listen_address
+    if is_wildcard(listener.host):
+        raise ConfigError(
+            f"{args.config}: listen = {listener} is no address other nodes can reach: a "
+            "standalone voter is known by its listen address"
+        )
+    return VoterSet({node_id: voter_node(node_id, random_directory_id(), listener)})
+
+
 def _format(args: argparse.Namespace) -> int:
-    directory: Path = args.directory
+    node_id, directory, config = _format_target(args)
+    voters = _initial_voters(args, node_id, config)
     if args.ignore_formatted and is_formatted(directory):
         meta = read_meta_properties(directory)
-        meta.verify(cluster_id=args.cluster_id, node_id=args.node_id)
+        meta.verify(cluster_id=args.cluster_id, node_id=node_id)
+        key = None if voters is None else voters.key(node_id)
+        if args.initial_controllers is not None and key is not None:
+            given = uuid_to_text(key.directory_id) if key.directory_id else None
+            if meta.directory_id != given:
+                raise ConfigError(
+                    f"{directory} is formatted with directory id {meta.directory_id}, not "
+                    f"{given} as --initial-controllers says"
+                )
         print(f"{directory} is already formatted (directory id {meta.directory_id}); skipping")
         return 0
     # Java's Properties.store dates the file; the library reads no clock, the CLI may.
     stamp = datetime.datetime.now(datetime.UTC).strftime("%a %b %d %H:%M:%S UTC %Y")
     try:
-        meta = format_storage(directory, args.cluster_id, args.node_id, comment=stamp)
+        if _is_dynamic(args):
+            meta = format_dynamic_storage(
+                directory, args.cluster_id, node_id, voters, comment=stamp
+            )
+        else:
+            meta = format_storage(directory, args.cluster_id, node_id, comment=stamp)
     except AlreadyFormattedError as exc:
         raise AlreadyFormattedError(
             f"{exc}; use --ignore-formatted to accept a directory formatted for the same "
@@ -137,6 +241,11 @@ def _format(args: argparse.Namespace) -> int:
         f"Formatted {directory}: cluster.id={meta.cluster_id} node.id={meta.node_id} "
         f"directory.id={meta.directory_id}"
     )
+    if _is_dynamic(args):
+        described = (
+            "no voters (it joins later)" if voters is None else f"voters {voters_text(voters)}"
+        )
+        print(f"kraft.version=1, bootstrap checkpoint with {described}")
     return 0
 
 

@@ -347,12 +347,14 @@ def format_storage(
     *,
     rng: random.Random | None = None,
     comment: str | None = None,
+    directory_id: str | None = None,
 ) -> MetaProperties:
     """Format ``data_dir`` for ``node_id`` of ``cluster_id`` (``kafka-storage format``).
 
     Creates the directory (and parents) and its ``__cluster_metadata-0`` partition directory,
-    then writes ``meta.properties`` with a fresh directory id, last, so that a crash part way
-    leaves a directory that is not formatted and can be formatted again.
+    then writes ``meta.properties`` with ``directory_id`` (default: a fresh one; a KIP-853
+    initial controller's is the one ``--initial-controllers`` names), last, so that a crash
+    part way leaves a directory that is not formatted.
 
     Raises :class:`~kraft.errors.AlreadyFormattedError` if ``meta.properties`` exists (the
     directory is left untouched), :class:`~kraft.errors.MetaPropertiesError` for a cluster id
@@ -366,7 +368,7 @@ def format_storage(
     directory = Path(data_dir)
     if is_formatted(directory):
         raise AlreadyFormattedError(f"log directory {directory} is already formatted")
-    meta = MetaProperties(cluster_id, node_id, random_directory_id(rng))
+    meta = MetaProperties(cluster_id, node_id, directory_id or random_directory_id(rng))
     try:
         created = not directory.exists()
         directory.mkdir(parents=True, exist_ok=True)

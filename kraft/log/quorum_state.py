@@ -385,12 +385,15 @@ def require_election_state(store: QuorumStateStore, log: ReplicatedLog) -> None:
 
     Without the state the node would start in epoch 0 with no vote and could vote a second
     time in an epoch where it already voted: two leaders. A node with an empty log and no
-    snapshot (and nothing set aside for repair) is taken to be new and starts as before.
+    snapshot but the bootstrap checkpoint ``0-0`` that ``kraft storage format`` writes for a
+    dynamic quorum (KIP-853), and nothing set aside for repair, is taken to be new and starts
+    as before.
     """
     if store.read_election_state() is not None:
         return
     snapshot = log.latest_snapshot_id
-    if log.log_end_offset == 0 and snapshot is None and log.repair_target is None:
+    fresh = snapshot is None or (snapshot.offset, snapshot.epoch) == (0, 0)
+    if log.log_end_offset == 0 and fresh and log.repair_target is None:
         return
     message = (
         f"the {store.describe()} is missing, but this node has taken part in the quorum (its "

@@ -209,6 +209,7 @@ class KafkaRaftClient(ClientView[T]):
             clock,
             lambda: self._shutdown is not None,
             self._respond,
+            cluster_id,
         )
         self._membership = Membership(self.quorum, config, self._requests, channel, self._reconfig)
         # Dispatch tables, built once: per epoch state, per request and per response type.
@@ -496,6 +497,8 @@ class KafkaRaftClient(ClientView[T]):
             self._transition_to_resigned(state.successors_by_fetch_offset(), now)
             return 0
         until_drain = self._appender.maybe_append(state, now)
+        # A change its own append committed (a voter set whose majority is the leader alone).
+        until_change = min(until_change, self._reconfig.poll(state, now))
         if state.begin_quorum_epoch_due(now):
             self._maybe_send_requests(
                 now, state.other_voters(), self._epoch_rpcs.build_begin_quorum_epoch
@@ -572,8 +575,9 @@ class KafkaRaftClient(ClientView[T]):
                 self._transition_to_prospective(now)
                 return 0
             return state.election_deadline_ms - now
-        backoff = self._fetcher.maybe_send_fetch_to_any_bootstrap(now)
-        return max(0, min(backoff, state.election_deadline_ms - now))
+        # An observer has no election timer (a voter removed meanwhile drops its own).
+        state.election_deadline_ms = NO_DEADLINE
+        return max(0, self._fetcher.maybe_send_fetch_to_any_bootstrap(now))
 
     def _poll_resigned(self, state: ResignedState, now: int) -> int:
         build = self._epoch_rpcs.build_end_quorum_epoch
@@ -685,9 +689,8 @@ class KafkaRaftClient(ClientView[T]):
         self._listeners.drop_uncommitted()
         # The HW can only move once a record of this epoch is replicated: write one now.
         message = leader.voter_set.leader_change(self.local_id, granting, self.kraft_version)
-        # Kafka: voters known only from the bootstrap checkpoint go into the log with it.
-        bootstrap = self.quorum.history.bootstrap_control_messages()
-        accumulator.append_control_messages([message, *bootstrap], self.clock.wall_ms())
+        voters = self._reconfig.start_of_epoch_messages()
+        accumulator.append_control_messages([message, *voters], self.clock.wall_ms())
         self._after_transition(state)
         self._end_election(now)
         logger.info("epoch %d: elected leader (votes from %s)", leader.epoch, granting)

@@ -152,7 +152,10 @@ class LeaderState(Generic[T]):
         if voter is not None and voter.key.matches(key):
             state = voter
         else:
-            state = self.observer_states.setdefault(key.id, ReplicaState(key))
+            state = self.observer_states.get(key.id) or ReplicaState(key)
+            if not state.key.matches(key):
+                state = ReplicaState(key)  # the same id with another disk: a new replica
+            self.observer_states[key.id] = state
         # Kafka's caught-up time: caught up now if it reached our end offset; caught up as of
         # its previous fetch if it reached what our end offset was back then.
         if fetch_offset >= leader_end_offset:

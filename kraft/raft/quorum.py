@@ -253,6 +253,9 @@ class QuorumState(Generic[T]):
     def learns_leader(self, leader_id: int | None, endpoints: Endpoints) -> bool:
         """Whether a peer naming ``leader_id`` for the current epoch tells us something: a
         leader we did not know, or more endpoints for the one we follow."""
+        state = self.state
+        if isinstance(state, ProspectiveState) and leader_id == state.leader_id:
+            return False  # the leader it gave up on when it turned Prospective: no news
         return (
             leader_id is not None
             and leader_id != self.local_id

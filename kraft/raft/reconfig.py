@@ -74,10 +74,15 @@ from kraft.raft.channel import NetworkChannel
 from kraft.raft.leader import LeaderState
 from kraft.raft.quorum import QuorumState
 from kraft.raft.requests import RequestManager
-from kraft.raft.rpc import directory_or_none, leader_node_endpoints, validate_leader_only
+from kraft.raft.rpc import (
+    directory_or_none,
+    leader_node_endpoints,
+    valid_cluster_id,
+    validate_leader_only,
+)
 from kraft.raft.states import NO_DEADLINE, Endpoints, ReplicaKey
-from kraft.raft.voter_set import VoterNode, VoterSet
-from kraft.record.control import KRaftVersionRecord
+from kraft.raft.voter_set import DEFAULT_LISTENER, VoterNode, VoterSet
+from kraft.record.control import ControlMessage, KRaftVersionRecord
 
 __all__ = ["KRAFT_RANGE", "Reconfiguration", "api_versions_response"]
 
@@ -95,6 +100,12 @@ def api_versions_response() -> ApiVersionsResponse:
         api_keys=tuple(ApiVersion(int(key), 0, version) for key, version in MAX_VERSIONS.items()),
         supported_features=(SupportedFeature(KRAFT_VERSION_FEATURE, *KRAFT_RANGE),),
     )
+
+
+def _has_default_listener(listeners: tuple[Endpoint, ...]) -> bool:
+    """Whether the quorum can reach a voter with these listeners (Kafka's default listener
+    check: the quorum speaks on ``CONTROLLER``)."""
+    return any(e.name == DEFAULT_LISTENER for e in listeners)
 
 
 def _endpoints(listeners: tuple[Endpoint, ...]) -> Endpoints:
@@ -136,8 +147,10 @@ class Reconfiguration(Generic[T]):
         clock: Clock,
         shutting_down: Callable[[], bool],
         respond: Callable[[InboundRequest, Response], None],
+        cluster_id: str | None = None,
     ) -> None:
         self._quorum = quorum
+        self._cluster_id = cluster_id
         self._config = config
         self._requests = requests
         self._channel = channel
@@ -180,8 +193,12 @@ class Reconfiguration(Generic[T]):
         )
 
     # -- requests --------------------------------------------------------------------------
-    def _precheck(self, now: int) -> _Refusal | tuple[LeaderState[T], VoterSet]:  # noqa: PLR0911
-        """Rules 1-5: why not, or the leader state and the committed voter set."""
+    def _precheck(  # noqa: PLR0911 -- one return per rule, in order
+        self, now: int, cluster_id: str | None
+    ) -> _Refusal | tuple[LeaderState[T], VoterSet]:
+        """Rules 0-5: why not, or the leader state and the committed voter set."""
+        if not valid_cluster_id(self._cluster_id, cluster_id):
+            return _Refusal(Errors.INCONSISTENT_CLUSTER_ID, f"cluster id {cluster_id!r}")
         state = self._quorum.state
         if not isinstance(state, LeaderState):
             return _Refusal(Errors.NOT_LEADER_OR_FOLLOWER, "this replica is not the leader")
@@ -203,15 +220,16 @@ class Reconfiguration(Generic[T]):
     def handle_add_voter(
         self, request: InboundRequest, body: AddRaftVoterRequest, now: int
     ) -> Response | None:
-        checked = self._precheck(now)
+        checked = self._precheck(now, body.cluster_id)
         if isinstance(checked, _Refusal):
             return _add_response(checked.error, checked.message)
         state, voters = checked
         key = ReplicaKey(body.voter_id, directory_or_none(body.voter_directory_id))
         if body.voter_id < 0 or key.directory_id is None:
             return _add_response(Errors.INVALID_REQUEST, "a voter needs an id and a directory id")
-        if not body.listeners:
-            return _add_response(Errors.INVALID_REQUEST, "the new voter has no listener")
+        if not _has_default_listener(body.listeners):
+            why = f"the new voter has no {DEFAULT_LISTENER} listener"
+            return _add_response(Errors.INVALID_REQUEST, why)
         if body.voter_id in voters:
             return _add_response(Errors.DUPLICATE_VOTER, f"{body.voter_id} is a voter already")
         timeout = body.timeout_ms if body.timeout_ms > 0 else self._config.request_timeout_ms
@@ -232,38 +250,39 @@ class Reconfiguration(Generic[T]):
     def handle_remove_voter(
         self, request: InboundRequest, body: RemoveRaftVoterRequest, now: int
     ) -> Response | None:
-        checked = self._precheck(now)
+        checked = self._precheck(now, body.cluster_id)
         if isinstance(checked, _Refusal):
             return _remove_response(checked.error, checked.message)
         state, voters = checked
         key = ReplicaKey(body.voter_id, directory_or_none(body.voter_directory_id))
         removed = voters.remove(key)
-        if removed is None:
+        if removed is None:  # not a voter, or the last one (a voter set is never empty)
             why = "the last voter" if voters.is_voter(key) else "not a voter"
-            error = Errors.INVALID_REQUEST if voters.is_voter(key) else Errors.VOTER_NOT_FOUND
-            return _remove_response(error, f"cannot remove {key}: {why}")
+            return _remove_response(Errors.VOTER_NOT_FOUND, f"cannot remove {key}: {why}")
         change = _Change("remove", request, key, (), now + self._config.request_timeout_ms)
         change.offset = self._append_voters(state, removed)
         self._pending = change
         logger.info("removing voter %s: voter set %s at offset %d", key, removed, change.offset)
         return None
 
-    def handle_update_voter(
+    def handle_update_voter(  # noqa: PLR0911 -- one return per rule, in order
         self, request: InboundRequest, body: UpdateRaftVoterRequest, now: int
     ) -> Response:
         quorum = self._quorum
+        if not valid_cluster_id(self._cluster_id, body.cluster_id):
+            return self._update_response(Errors.INCONSISTENT_CLUSTER_ID)
         error = validate_leader_only(quorum, body.current_leader_epoch, self._shutting_down())
         if error is not None:
             return self._update_response(error)
         if quorum.history.kraft_version == 0:
             return self._update_response(self._record_report(body))
-        checked = self._precheck(now)
+        checked = self._precheck(now, body.cluster_id)
         if isinstance(checked, _Refusal):
             return self._update_response(checked.error)
         state, voters = checked
         version = quorum.history.kraft_version
         low, high = body.min_supported_kraft_version, body.max_supported_kraft_version
-        if not low <= version <= high or not body.listeners:
+        if not low <= version <= high or not _has_default_listener(body.listeners):
             return self._update_response(Errors.INVALID_REQUEST)
         key = ReplicaKey(body.voter_id, directory_or_none(body.voter_directory_id))
         updated = voters.update(VoterNode(key, _endpoints(body.listeners), (low, high)))
@@ -422,6 +441,29 @@ class Reconfiguration(Generic[T]):
                 ),
             )
         return max(0, until)
+
+    def start_of_epoch_messages(self) -> list[ControlMessage]:
+        """What a new leader appends after its LeaderChange, in the same batch (Kafka's
+        ``appendStartOfEpochControlRecords``): under ``kraft.version`` 1, the
+        ``KRaftVersionRecord`` and ``VotersRecord`` when the voters in force come from the
+        bootstrap checkpoint alone (replicas that never had it learn them from the log), or
+        when the leader's own listeners or range differ from its entry (the keys stay the
+        same, so this is no membership change)."""
+        quorum = self._quorum
+        history = quorum.history
+        if history.kraft_version < 1:
+            return []
+        voters = history.last_voter_set
+        local = quorum.local_key
+        node = None if local is None else voters.node(local.id)
+        updated = None
+        if node is not None and quorum.local_endpoints:
+            wanted = VoterNode(node.key, quorum.local_endpoints, KRAFT_RANGE)
+            updated = voters.update(wanted) if wanted != node else None
+        offset = history.last_voter_set_offset
+        if updated is None and offset is not None and offset >= 0:
+            return []
+        return [KRaftVersionRecord(0, history.kraft_version), (updated or voters).to_record()]
 
     def leadership_lost(self) -> None:
         """Leadership ended: a pending change is answered NOT_LEADER_OR_FOLLOWER."""

@@ -88,8 +88,10 @@ class _Timeline:
         return dropped
 
     def truncate_old(self, start_offset: int) -> None:
-        """Drop entries below ``start_offset`` except the one in force there."""
-        index = bisect.bisect_right(self._offsets, start_offset) - 1
+        """Drop entries below ``start_offset`` except the one in force just below it: an
+        entry at ``start_offset`` itself may be uncommitted, and a truncation that removes it
+        must find the set before it."""
+        index = bisect.bisect_right(self._offsets, start_offset - 1) - 1
         if index > 0:
             del self._offsets[:index], self._values[:index]
 
@@ -154,16 +156,6 @@ class VoterHistory:
         if version == 0:
             return []
         return [KRaftVersionRecord(0, version), self.voter_set_at(last).to_record()]
-
-    def bootstrap_control_messages(self) -> list[ControlMessage]:
-        """What a new leader appends after its LeaderChange when the voters in force come
-        from the bootstrap checkpoint alone (their entry sits below offset 0): the
-        ``KRaftVersionRecord`` and ``VotersRecord``, so that replicas that never had the
-        checkpoint (a node formatted to join) learn them from the log, as in Kafka."""
-        offset = self.last_voter_set_offset
-        if offset is None or offset >= 0 or self.kraft_version < 1:
-            return []
-        return [KRaftVersionRecord(0, self.kraft_version), self.last_voter_set.to_record()]
 
     # -- following the log -----------------------------------------------------------------
     def appended(self, log: ReplicatedLog, base_offset: int, data: bytes | memoryview) -> bool:

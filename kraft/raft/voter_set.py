@@ -155,13 +155,12 @@ class VoterSet:
         return all(node.supports(kraft_version) for node in self._voters.values())
 
     def differs_by_one_voter(self, other: VoterSet) -> bool:
-        """Whether ``other`` adds or removes exactly one voter key, or changes nothing but
-        one voter's endpoints or versions: the only changes KIP-853 makes, so that any
-        majority of one set overlaps any majority of the other."""
+        """Whether ``other`` is this set with at most one change: one voter key added or
+        removed, or one voter's listeners or versions updated -- the only changes KIP-853
+        makes, so that any majority of one set overlaps any majority of the other."""
         mine, theirs = set(self.keys), set(other.keys)
-        return len(mine ^ theirs) <= 1 or (
-            mine == theirs and sum(self.node(k.id) != other.node(k.id) for k in mine) <= 1
-        )
+        updated = sum(self.node(k.id) != other.node(k.id) for k in mine & theirs)
+        return len(mine ^ theirs) + updated <= 1
 
     def leader_change(
         self, leader_id: int, granting: Sequence[int], kraft_version: int

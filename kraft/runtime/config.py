@@ -24,6 +24,12 @@ for the quorum's timers, TLS and metrics::
     [metrics]                                 # optional: Prometheus on host:port
     prometheus = "127.0.0.1:9101"
 
+A node of a dynamic quorum (KIP-853, ``kraft storage format --standalone |
+--initial-controllers | --no-initial-controllers``) has no ``voters``: its voters are in its
+log, it finds the leader through ``bootstrap_servers`` (Kafka's
+``controller.quorum.bootstrap.servers``), and its ``listen`` address is the one it is known by
+as a voter.
+
 Every problem (a missing key, a wrong type, an unknown key, a file that is not TOML) is a
 :class:`~kraft.config.ConfigError` naming the file and the key. ``kraft node start`` reads this
 file; :class:`~kraft.runtime.node.RaftNode` can also be built from one with
@@ -33,6 +39,7 @@ file; :class:`~kraft.runtime.node.RaftNode` can also be built from one with
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -51,7 +58,7 @@ from kraft.protocol.frame import DEFAULT_MAX_FRAME_SIZE, MAX_FRAME_SIZE_LIMIT
 from kraft.runtime.limits import ConnectionLimits
 from kraft.runtime.tls import DEFAULT_PEER_ID_FORMAT, TlsConfig
 
-__all__ = ["NodeConfig", "load_node_config"]
+__all__ = ["NodeConfig", "is_wildcard", "load_node_config"]
 
 _TOP_KEYS = frozenset(
     {
@@ -139,6 +146,15 @@ class NodeConfig:
         if self.listen is not None:
             return self.listen
         return self.quorum.voters[self.node_id]
+
+
+def is_wildcard(host: str) -> bool:
+    """Whether ``host`` is an address to listen on, not one to reach (``0.0.0.0``, ``::``,
+    empty): a KIP-853 voter's listener must be one others can connect to."""
+    try:
+        return not host or ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        return False  # a host name
 
 
 def _expect(value: Any, kind: type | tuple[type, ...], key: str) -> Any:

@@ -19,7 +19,8 @@ Theory of operation
     polling until it completes; :meth:`shutdown` then joins the thread and, in every case,
     closes the client (flushes the log).
 
-    After each poll the driver reports the fraction of the iteration spent waiting on the queue
+    After each poll the driver calls ``after_poll`` (the node uses it to follow the voter set)
+    and reports the fraction of the iteration spent waiting on the queue
     (Kafka's ``poll-idle-ratio-avg``) to a metrics sink that wants it.
 """
 
@@ -71,8 +72,10 @@ class RaftClientDriver:
         poll_idle: PollIdleRecorder | None = None,
         shutdown_timeout_ms: int = DEFAULT_SHUTDOWN_TIMEOUT_MS,
         thread_name: str | None = None,
+        after_poll: Callable[[], None] | None = None,
     ) -> None:
         self.client = client
+        self._after_poll = after_poll
         self._fatal_fault_handler = fatal_fault_handler
         self._poll_idle = poll_idle
         self._shutdown_timeout_ms = shutdown_timeout_ms
@@ -151,6 +154,8 @@ class RaftClientDriver:
             self._retry_pause_s = min(self._retry_pause_s * 2, _MAX_RETRY_PAUSE_S)
             return
         self._retry_pause_s = _MIN_RETRY_PAUSE_S
+        if self._after_poll is not None:
+            self._after_poll()
 
     def initiate_shutdown(self) -> Future[None]:
         """Ask the client for a graceful shutdown (idempotent); the driver keeps polling until

@@ -142,6 +142,12 @@ class InboundServer:
         #: The open connections (read by the channel's introspection from other threads).
         self.connections: set[InboundConnection] = set()
 
+    def set_voter_hosts(self, voter_hosts: frozenset[str]) -> None:
+        """The voters changed (KIP-853): connections from these hosts may use the reserved
+        slots from now on. Connections admitted on a reserved slot keep it until they close."""
+        self._voter_hosts = voter_hosts
+        self._reserved_capacity = VOTER_RESERVED_CONNECTIONS * len(voter_hosts)
+
     @property
     def budget(self) -> FrameBudget:
         """The budget the connections' partial requests share."""

@@ -50,9 +50,11 @@ from kraft.protocol.frame import DEFAULT_MAX_FRAME_SIZE
 from kraft.raft.client import KafkaRaftClient
 from kraft.raft.listeners import Listener
 from kraft.raft.requests import bootstrap_server_id
+from kraft.raft.states import Endpoints, ReplicaKey
+from kraft.raft.voter_set import DEFAULT_LISTENER, VoterSet
 from kraft.record.serde import RecordSerde
 from kraft.runtime.clock import SystemClock
-from kraft.runtime.config import NodeConfig
+from kraft.runtime.config import NodeConfig, is_wildcard
 from kraft.runtime.driver import DEFAULT_SHUTDOWN_TIMEOUT_MS, RaftClientDriver
 from kraft.runtime.limits import ConnectionLimits
 from kraft.runtime.queue import BlockingMessageQueue
@@ -115,6 +117,9 @@ class RaftNode(Generic[T]):
         self._driver: RaftClientDriver | None = None
         self._stop_exporter: Callable[[], None] | None = None
         self._bound: Endpoint | None = None
+        self._local_key: ReplicaKey | None = None
+        #: The voter set the transport was last told about (see :meth:`_follow_voters`).
+        self._voters: VoterSet | None = None
         self._client_closed = False
         self.metrics = RaftMetrics(SystemClock())
         #: The exception that stopped the driver thread, or ``None``.
@@ -222,6 +227,11 @@ class RaftNode(Generic[T]):
             limits=self._limits,
         )
         self._channel = channel
+        # Bound before the client is built: its endpoint (KIP-853) is the real port when
+        # configured with port 0. Requests wait in the queue until the driver polls.
+        channel.start()
+        self._bound = channel.listen_address
+        self._local_key = ReplicaKey(self.node_id, directory_id)
         client: KafkaRaftClient[T] = KafkaRaftClient(
             local_id=self.node_id,
             config=self.config,
@@ -236,6 +246,7 @@ class RaftNode(Generic[T]):
             cluster_id=self._cluster_id,
             append_lock=threading.Lock(),
             metrics=self.metrics,
+            local_endpoints=self._advertised_endpoints(),
         )
         with self._lock:
             self._client = client
@@ -245,15 +256,63 @@ class RaftNode(Generic[T]):
         client.initialize()
         self.metrics.bind(client)
         self.metrics.bind_transport(channel)
-        channel.start()
-        self._bound = channel.listen_address
+        self._follow_voters()
         self._driver = RaftClientDriver(
             client,
             fatal_fault_handler=self._on_fatal_fault,
             poll_idle=self.metrics,
             shutdown_timeout_ms=self._shutdown_timeout_ms,
+            after_poll=self._follow_voters,
         )
         self._driver.start()
+
+    def _advertised_endpoints(self) -> Endpoints:
+        """The listener others reach this node on (KIP-853's endpoints): its entry in the static
+        ``voters`` when it listens elsewhere (a wildcard, say), else where it listens (the real
+        port when configured with port 0). None for a wildcard: the client falls back to the
+        voter set's entry for this node."""
+        configured = self.config.voters.get(self.node_id)
+        if configured is not None and configured != self._listen:
+            address = configured
+        else:
+            address = self.listen_address
+            if is_wildcard(address.host):
+                return ()
+        return ((DEFAULT_LISTENER, address.host, address.port),)
+
+    def _follow_voters(self) -> None:
+        """Tell the transport about a new voter set (KIP-853: the latest ``VotersRecord`` in
+        the log), and log this node's own addition or removal. Runs after every poll: the
+        set is immutable, so an unchanged one costs an identity check."""
+        client, channel = self._client, self._channel
+        if client is None or channel is None:
+            return
+        voters = client.voter_set
+        previous = self._voters
+        if voters is previous:
+            return
+        self._voters = voters
+        if voters == previous:
+            return
+        channel.set_voters(
+            {
+                node.key.id: address
+                for node in voters.nodes()
+                if node.key.id != self.node_id
+                and (address := _voter_address(node.endpoints)) is not None
+            }
+        )
+        key = self._local_key
+        assert key is not None
+        was_voter = previous is not None and previous.is_voter(key)
+        if voters.is_voter(key) and not was_voter:
+            logger.info("node %d is a voter (voters %s)", self.node_id, sorted(voters.ids))
+        elif was_voter and not voters.is_voter(key):
+            logger.warning(
+                "node %d is no longer a voter; it continues as an observer (voters %s)",
+                self.node_id,
+                sorted(voters.ids),
+            )
 
     def _on_fatal_fault(self, exc: BaseException) -> None:
         self.failure = exc
@@ -348,6 +407,14 @@ class RaftNode(Generic[T]):
     def is_running(self) -> bool:
         driver = self._driver
         return driver is not None and driver.is_alive()
+
+
+def _voter_address(endpoints: Endpoints) -> Endpoint | None:
+    """Where to reach a voter: its ``CONTROLLER`` listener, else its first one."""
+    for name, host, port in endpoints:
+        if name == DEFAULT_LISTENER:
+            return Endpoint(host, port)
+    return Endpoint(endpoints[0][1], endpoints[0][2]) if endpoints else None
 
 
 def unauthenticated_listener(listen: Endpoint, tls: TlsConfig | None) -> str | None:

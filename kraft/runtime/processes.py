@@ -3,9 +3,13 @@
 For scripts, examples, tests and benchmarks that need the real thing: every node is its own
 operating-system process (``python -m kraft node start --console``), with its own data
 directory formatted like ``kraft storage format`` does, its own TOML file, and a port the OS
-handed out on 127.0.0.1. The console protocol (``kraft.cli.node``) drives each process over
-its stdin and reads its JSON-line events from its stdout; each node's log goes to
-``<root>/node-<id>.log``.
+handed out on 127.0.0.1. With ``kraft_version=1`` the quorum is dynamic (KIP-853): each node's
+directory is formatted by ``kraft storage format --initial-controllers`` itself, its file has
+``listen`` and ``bootstrap_servers`` instead of ``voters``, and :meth:`LocalQuorum.add_node`
+makes a node formatted with ``--no-initial-controllers``, which starts as an observer.
+
+The console protocol (``kraft.cli.node``) drives each process over its stdin and reads its
+JSON-line events from its stdout; each node's log goes to ``<root>/node-<id>.log``.
 
 Every wait is bounded: a method that waits takes a timeout and raises ``TimeoutError`` with
 what it was waiting for. :meth:`LocalQuorum.close` stops every process (SIGTERM, then SIGKILL
@@ -28,7 +32,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from kraft.log.meta_properties import format_storage, random_uuid
+from kraft.log.meta_properties import (
+    format_storage,
+    random_directory_id,
+    random_uuid,
+    read_meta_properties,
+)
 
 __all__ = ["LOOPBACK_TIMERS", "LocalQuorum", "NodeProcess", "free_ports"]
 
@@ -212,6 +221,14 @@ class NodeProcess:
         """SIGKILL: no shutdown at all."""
         self._signal(signal.SIGKILL)
 
+    def pause(self) -> None:
+        """SIGSTOP: the process is frozen (its connections stay open, nothing is answered)."""
+        self._signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT: a paused process carries on."""
+        self._signal(signal.SIGCONT)
+
     def terminate(self, timeout_s: float = 15.0) -> int:
         """SIGTERM (a graceful shutdown) and wait for the exit status; SIGKILL if it hangs."""
         self._signal(signal.SIGTERM)
@@ -251,36 +268,101 @@ class LocalQuorum:
         quorum: Mapping[str, int | bool] | None = None,
         cluster_id: str | None = None,
         command: Callable[[int, Path], Sequence[str]] | None = None,
+        kraft_version: int = 0,
     ) -> None:
+        if kraft_version not in (0, 1):
+            raise ValueError(f"kraft_version must be 0 or 1, not {kraft_version}")
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self.cluster_id = cluster_id or random_uuid()
+        self.kraft_version = kraft_version
+        self._quorum = dict(quorum or {})
+        self._command = command
         ports = free_ports(voters)
         self.addresses = {i + 1: f"127.0.0.1:{port}" for i, port in enumerate(ports)}
-        voter_string = ",".join(f"{i}@{address}" for i, address in self.addresses.items())
+        #: The initial voters' addresses: every node's ``bootstrap_servers`` (kraft.version 1).
+        self._bootstrap_servers = ",".join(self.addresses.values())
         self.nodes: dict[int, NodeProcess] = {}
         self._changed = threading.Condition()
+        if kraft_version == 0:
+            voter_string = ",".join(f"{i}@{address}" for i, address in self.addresses.items())
+            for node_id in self.addresses:
+                data_dir = self.root / f"node-{node_id}"
+                if not (data_dir / "meta.properties").exists():
+                    format_storage(data_dir, self.cluster_id, node_id)
+                self._add_process(node_id, f'voters = "{voter_string}"')
+            return
+        initial = ",".join(
+            f"{i}@{address}:{random_directory_id()}" for i, address in self.addresses.items()
+        )
         for node_id in self.addresses:
-            data_dir = self.root / f"node-{node_id}"
-            if not (data_dir / "meta.properties").exists():
-                format_storage(data_dir, self.cluster_id, node_id)
-            lines = [
-                f"node_id = {node_id}",
-                f'data_dir = "{data_dir.name}"',
-                f'voters = "{voter_string}"',
-                f'cluster_id = "{self.cluster_id}"',
-                "[quorum]",
-            ]
-            lines += [f"{key} = {str(value).lower()}" for key, value in (quorum or {}).items()]
-            config_path = self.root / f"node-{node_id}.toml"
-            config_path.write_text("\n".join(lines) + "\n")
-            self.nodes[node_id] = NodeProcess(
-                node_id,
-                config_path,
-                self.root / f"node-{node_id}.log",
-                None if command is None else command(node_id, config_path),
-                self._changed,
-            )
+            self._add_process(node_id, *self._dynamic_lines(node_id))
+            self._format(node_id, "--initial-controllers", initial)
+
+    def _dynamic_lines(self, node_id: int) -> list[str]:
+        return [
+            f'listen = "{self.addresses[node_id]}"',
+            f'bootstrap_servers = "{self._bootstrap_servers}"',
+        ]
+
+    def _add_process(self, node_id: int, *quorum_lines: str) -> NodeProcess:
+        """Write node ``node_id``'s TOML file and make its (stopped) process."""
+        data_dir = self.root / f"node-{node_id}"
+        lines = [
+            f"node_id = {node_id}",
+            f'data_dir = "{data_dir.name}"',
+            *quorum_lines,
+            f'cluster_id = "{self.cluster_id}"',
+            "[quorum]",
+        ]
+        lines += [f"{key} = {str(value).lower()}" for key, value in self._quorum.items()]
+        config_path = self.root / f"node-{node_id}.toml"
+        config_path.write_text("\n".join(lines) + "\n")
+        node = NodeProcess(
+            node_id,
+            config_path,
+            self.root / f"node-{node_id}.log",
+            None if self._command is None else self._command(node_id, config_path),
+            self._changed,
+        )
+        self.nodes[node_id] = node
+        return node
+
+    def _format(self, node_id: int, *flags: str) -> None:
+        """``kraft storage format`` for a node of a dynamic quorum, as an operator runs it."""
+        if (self.root / f"node-{node_id}" / "meta.properties").exists():
+            return
+        command = [
+            sys.executable,
+            "-m",
+            "kraft.cli",
+            "storage",
+            "format",
+            "--cluster-id",
+            self.cluster_id,
+            "--config",
+            str(self.nodes[node_id].config_path),
+            *flags,
+        ]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"formatting node {node_id} failed: {done.stderr.strip()}")
+
+    def add_node(self) -> int:
+        """A new node of a dynamic quorum (``kraft_version=1``), formatted with
+        ``--no-initial-controllers``, not started: started, it is an observer until
+        ``kraft quorum add-controller`` makes it a voter. Its id (the next free one)."""
+        if self.kraft_version != 1:
+            raise RuntimeError("only a dynamic quorum (kraft_version=1) takes new nodes")
+        node_id = max(self.nodes) + 1
+        self.addresses[node_id] = f"127.0.0.1:{free_ports(1)[0]}"
+        self._add_process(node_id, *self._dynamic_lines(node_id))
+        self._format(node_id, "--no-initial-controllers")
+        return node_id
+
+    def directory_id(self, node_id: int) -> str | None:
+        """Node ``node_id``'s directory id (its ``meta.properties``)."""
+        return read_meta_properties(self.root / f"node-{node_id}").directory_id
 
     @property
     def bootstrap(self) -> str:

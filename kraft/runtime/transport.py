@@ -132,7 +132,16 @@ class _UpdatePeer:
         self.address = address
 
 
-_OutboxItem = OutboundRequest | OutboundResponse | _UpdatePeer
+class _SetVoters:
+    """An outbox item: the voters are now these (id -> address), see ``set_voters``."""
+
+    __slots__ = ("voters",)
+
+    def __init__(self, voters: Mapping[int, Endpoint]) -> None:
+        self.voters = dict(voters)
+
+
+_OutboxItem = OutboundRequest | OutboundResponse | _UpdatePeer | _SetVoters
 
 
 class TrioNetworkChannel:
@@ -208,6 +217,8 @@ class TrioNetworkChannel:
         self._nursery: trio.Nursery | None = None
         self._dispatch_lot: trio.lowlevel.ParkingLot | None = None
         self._closing = False
+        #: Counts ``set_voters`` calls: a resolution of voter hosts applies only if newest.
+        self._voter_hosts_generation = 0
 
         self._thread: threading.Thread | None = None
         self._listen_socket: socket.socket | None = None
@@ -333,6 +344,15 @@ class TrioNetworkChannel:
         old address is closed; its requests in flight are answered BROKER_NOT_AVAILABLE."""
         self._submit(_UpdatePeer(peer_id, address))
 
+    def set_voters(self, voters: Mapping[int, Endpoint]) -> None:
+        """The voter set changed (KIP-853): ``voters`` maps every voter but this node to its
+        address. Each becomes a destination at that address (moved if it was elsewhere);
+        every other destination with a replica id (not a bootstrap server, whose ids are
+        negative) is forgotten and its connection closed, as in :meth:`update_peer`. The
+        listener's connections from the voters' hosts may use the reserved slots from then on
+        (the hosts are resolved off the network thread's loop)."""
+        self._submit(_SetVoters(voters))
+
     def close(self, timeout_s: float = 5.0) -> None:
         """Close every connection and the listener and stop the thread (idempotent). Requests
         still in flight get no answer. Waits at most ``timeout_s`` for the thread."""
@@ -382,7 +402,9 @@ class TrioNetworkChannel:
 
     def _send_direct(self, request: OutboundRequest) -> bool:
         peer = self._peers.get(request.destination)
-        connection = None if peer is None else peer.connection
+        if peer is None or _moved(peer, request):
+            return False  # the trio thread adds or moves the destination
+        connection = peer.connection
         if connection is None or not connection.direct_writable or not self._nothing_queued():
             return False
         try:
@@ -504,8 +526,10 @@ class TrioNetworkChannel:
                         self._send_request(item)
                     elif isinstance(item, OutboundResponse):
                         self._send_response(item)
-                    else:
+                    elif isinstance(item, _UpdatePeer):
                         self._update_peer(item)
+                    else:
+                        self._set_voters(item)
                 except Exception:  # a bug here must not stop the transport
                     logger.exception(
                         "network thread %s failed to handle %s",
@@ -521,6 +545,13 @@ class TrioNetworkChannel:
         if self._closing:
             return
         peer = self._peers.get(request.destination)
+        if request.destination_address is not None and (peer is None or _moved(peer, request)):
+            # The core knows where the destination listens (the voter set, the leader's
+            # endpoints, an AddRaftVoter request): connect there.
+            self._update_peer(
+                _UpdatePeer(request.destination, Endpoint(*request.destination_address))
+            )
+            peer = self._peers.get(request.destination)
         if peer is None:
             logger.debug("no address for destination %d", request.destination)
             self._answer_locally(request, Errors.BROKER_NOT_AVAILABLE)
@@ -700,11 +731,34 @@ class TrioNetworkChannel:
         if peer is not None and peer.address == update.address:
             return
         if peer is not None and peer.connection is not None:
-            peer.connection.close(f"address changed to {update.address}", logging.INFO)
+            reason = "forgotten" if update.address is None else f"moved to {update.address}"
+            peer.connection.close(f"destination {reason}", logging.INFO)
         if update.address is None:
             self._peers.pop(update.peer_id, None)
         else:
             self._peers[update.peer_id] = Peer(update.peer_id, update.address)
+
+    def _set_voters(self, update: _SetVoters) -> None:
+        gone = [i for i in self._peers if i >= 0 and i not in update.voters]
+        for peer_id in gone:
+            logger.info(
+                "%s: %d is no longer a voter: closing its connection", self._thread_name, peer_id
+            )
+            self._update_peer(_UpdatePeer(peer_id, None))
+        for peer_id, address in update.voters.items():
+            self._update_peer(_UpdatePeer(peer_id, address))
+        if self._server is not None and self._nursery is not None:
+            self._voter_hosts_generation += 1
+            voters = [Peer(i, address) for i, address in update.voters.items()]
+            self._nursery.start_soon(
+                self._refresh_voter_hosts, voters, self._voter_hosts_generation
+            )
+
+    async def _refresh_voter_hosts(self, voters: list[Peer], generation: int) -> None:
+        hosts = await trio.to_thread.run_sync(_voter_hosts, voters, abandon_on_cancel=True)
+        # A later change may have resolved first: only the newest applies.
+        if self._server is not None and generation == self._voter_hosts_generation:
+            self._server.set_voter_hosts(hosts)
 
     # ---------------------------------------------------------------------------------------
     # Inbound: this node's responses (peers' requests come in through InboundServer)
@@ -720,6 +774,12 @@ class TrioNetworkChannel:
         connection, peer_correlation_id = entry
         if not connection.closed:
             connection.write(self._encode_response(peer_correlation_id, response))
+
+
+def _moved(peer: Peer, request: OutboundRequest) -> bool:
+    """Whether ``request`` names another address for its destination than ``peer``'s."""
+    address = request.destination_address
+    return address is not None and (peer.address.host, peer.address.port) != tuple(address)
 
 
 def _voter_hosts(peers: Iterable[Peer]) -> frozenset[str]:

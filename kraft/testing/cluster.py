@@ -1,5 +1,5 @@
 """``LocalCluster``: a few real clients wired together in memory, elections and replication end
-to end in virtual time."""
+to end in virtual time; with ``kraft_version=1``, voters that change (KIP-853)."""
 
 from __future__ import annotations
 
@@ -14,16 +14,33 @@ from kraft.errors import IllegalStateError
 from kraft.log.memory import MemoryLog
 from kraft.log.quorum_state import MemoryQuorumStateStore
 from kraft.protocol.envelope import InboundRequest, InboundResponse
+from kraft.protocol.errors import Errors
+from kraft.protocol.messages import (
+    AddRaftVoterResponse,
+    RemoveRaftVoterResponse,
+    Request,
+)
 from kraft.raft.channel import DequeMessageQueue
 from kraft.raft.client import KafkaRaftClient
+from kraft.raft.voter_history import write_bootstrap_checkpoint
 from kraft.record.serde import BytesSerde, RecordSerde
 from kraft.testing.channel import MockNetworkChannel
 from kraft.testing.listener import RecordingListener
-from kraft.testing.messages import voter_endpoints
+from kraft.testing.messages import (
+    add_voter_request,
+    remove_voter_request,
+    replica_key,
+    voter_endpoints,
+    voter_node,
+    voter_set,
+)
 
 __all__ = ["LocalCluster"]
 
 T = TypeVar("T")
+
+#: The source of the admin's requests (:meth:`LocalCluster.add_voter`): not a node.
+_ADMIN = -1
 
 
 class LocalCluster(Generic[T]):
@@ -41,6 +58,7 @@ class LocalCluster(Generic[T]):
         *,
         seed: int = 0,
         serde: RecordSerde[T] | None = None,
+        kraft_version: int = 0,
         **config_overrides: Any,
     ) -> None:
         self.clock = ManualClock()
@@ -48,37 +66,61 @@ class LocalCluster(Generic[T]):
         fields: dict[str, Any] = {"voters": voter_endpoints(voter_ids)}
         fields.update(config_overrides)
         self.config = QuorumConfig(**fields)
+        self.kraft_version = kraft_version
         self.disconnected: set[int] = set()
         self.nodes: dict[int, KafkaRaftClient[T]] = {}
         self.channels: dict[int, MockNetworkChannel] = {}
         self.queues: dict[int, DequeMessageQueue] = {}
         self.logs: dict[int, MemoryLog] = {}
         self.listeners: dict[int, RecordingListener[T]] = {}
-        the_serde: RecordSerde[Any] = BytesSerde() if serde is None else serde
+        #: The answers to the admin's requests, by correlation id.
+        self.admin_responses: dict[int, Any] = {}
+        self._next_admin_correlation_id = 1
+        self._seed = seed
+        self._serde: RecordSerde[Any] = BytesSerde() if serde is None else serde
+        self._deadlines: dict[int, int] = {}
         for node_id in range(1, voters + observers + 1):
-            channel = MockNetworkChannel(first_correlation_id=node_id * 1_000_000)
-            queue = DequeMessageQueue()
-            log = MemoryLog()
-            client: KafkaRaftClient[T] = KafkaRaftClient(
-                local_id=node_id,
-                config=self.config,
-                log=log,
-                store=MemoryQuorumStateStore(),
-                channel=channel,
-                queue=queue,
-                clock=self.clock,
-                rand=random.Random(seed * 1000 + node_id),
-                serde=the_serde,
-            )
-            client.initialize()
-            listener: RecordingListener[T] = RecordingListener()
-            client.register(listener)
-            self.nodes[node_id] = client
-            self.channels[node_id] = channel
-            self.queues[node_id] = queue
-            self.logs[node_id] = log
-            self.listeners[node_id] = listener
-        self._deadlines = dict.fromkeys(self.nodes, 0)
+            self._start_node(node_id, voters if node_id <= voters else 0)
+
+    def _start_node(self, node_id: int, initial_voters: int) -> None:
+        """A node with an empty disk. Under kraft.version 1 it is formatted with the initial
+        voters 1..``initial_voters`` (``--initial-controllers``), or with none
+        (``--no-initial-controllers``)."""
+        channel = MockNetworkChannel(first_correlation_id=node_id * 1_000_000)
+        queue = DequeMessageQueue()
+        log = MemoryLog()
+        if self.kraft_version > 0:
+            initial = voter_set(*range(1, initial_voters + 1)) if initial_voters else None
+            write_bootstrap_checkpoint(log, self.kraft_version, initial, timestamp_ms=0)
+        client: KafkaRaftClient[T] = KafkaRaftClient(
+            local_id=node_id,
+            local_directory_id=replica_key(node_id).directory_id,
+            local_endpoints=voter_node(node_id).endpoints,
+            config=self.config,
+            log=log,
+            store=MemoryQuorumStateStore(),
+            channel=channel,
+            queue=queue,
+            clock=self.clock,
+            rand=random.Random(self._seed * 1000 + node_id),
+            serde=self._serde,
+        )
+        client.initialize()
+        listener: RecordingListener[T] = RecordingListener()
+        client.register(listener)
+        self.nodes[node_id] = client
+        self.channels[node_id] = channel
+        self.queues[node_id] = queue
+        self.logs[node_id] = log
+        self.listeners[node_id] = listener
+        self._deadlines[node_id] = self.clock.now_ms()
+
+    def add_node(self) -> int:
+        """Start a new node with an empty disk under the next free id (an observer: under
+        kraft.version 1 formatted with no voters); return its id."""
+        node_id = max(self.nodes) + 1
+        self._start_node(node_id, 0)
+        return node_id
 
     def leader(self) -> int | None:
         """The node that is leader in the highest epoch, if any."""
@@ -107,7 +149,7 @@ class LocalCluster(Generic[T]):
                         InboundRequest(
                             request.correlation_id,
                             node_id,
-                            ZERO_UUID,
+                            replica_key(node_id).directory_id or ZERO_UUID,
                             None,
                             request.body,
                             now,
@@ -116,7 +158,9 @@ class LocalCluster(Generic[T]):
             for response in channel.drain_responses():
                 busy = True
                 destination = response.destination
-                if self._connected(node_id, destination):
+                if destination == _ADMIN:
+                    self.admin_responses[response.correlation_id] = response.body
+                elif self._connected(node_id, destination):
                     self.queues[destination].add(
                         InboundResponse(
                             response.correlation_id,
@@ -163,3 +207,31 @@ class LocalCluster(Generic[T]):
         client.schedule_prepared_append()
         self._deadlines[leader] = self.clock.now_ms()
         return offset
+
+    # -- voter changes (KIP-853) -------------------------------------------------------------
+    def add_voter(self, node_id: int, timeout_ms: int = 30_000) -> str | None:
+        """As an admin, ask the leader to add node ``node_id`` (its directory id and listener)
+        and run until it answers; the error name (``"NONE"``: committed), or None when there
+        is no leader or no answer within ``timeout_ms``."""
+        response = self._admin_call(add_voter_request(node_id), timeout_ms)
+        assert response is None or isinstance(response, AddRaftVoterResponse)
+        return None if response is None else Errors(response.error_code).name
+
+    def remove_voter(self, node_id: int, timeout_ms: int = 30_000) -> str | None:
+        """As :meth:`add_voter`, removing node ``node_id``."""
+        response = self._admin_call(remove_voter_request(node_id), timeout_ms)
+        assert response is None or isinstance(response, RemoveRaftVoterResponse)
+        return None if response is None else Errors(response.error_code).name
+
+    def _admin_call(self, body: Request, timeout_ms: int) -> Any:
+        leader = self.leader()
+        if leader is None:
+            return None
+        correlation_id = self._next_admin_correlation_id
+        self._next_admin_correlation_id += 1
+        self.queues[leader].add(
+            InboundRequest(correlation_id, _ADMIN, ZERO_UUID, None, body, self.clock.now_ms())
+        )
+        self._deadlines[leader] = self.clock.now_ms()
+        self.run_until(lambda: correlation_id in self.admin_responses, timeout_ms)
+        return self.admin_responses.pop(correlation_id, None)

@@ -12,6 +12,7 @@ from typing import Any, Generic, TypeVar
 from kraft.common.clock import ManualClock
 from kraft.common.limits import INT64_MAX
 from kraft.common.uuids import ZERO_UUID
+from kraft.config import Endpoint as ConfigEndpoint
 from kraft.config import QuorumConfig
 from kraft.log.memory import MemoryLog
 from kraft.log.quorum_state import ElectionState, MemoryQuorumStateStore
@@ -34,19 +35,26 @@ from kraft.protocol.messages import (
 )
 from kraft.raft.channel import DequeMessageQueue
 from kraft.raft.client import KafkaRaftClient
+from kraft.raft.states import Endpoints
+from kraft.raft.voter_history import write_bootstrap_checkpoint
+from kraft.raft.voter_set import DEFAULT_LISTENER, VoterSet
 from kraft.record.batch import SimpleRecord
 from kraft.record.serde import BytesSerde, RecordSerde
 from kraft.testing.channel import MockNetworkChannel
 from kraft.testing.messages import (
     fetch_request,
     fetch_response,
+    replica_key,
     vote_request,
     vote_response,
     voter_endpoints,
 )
 from kraft.testing.randomness import MockableRandom
 
-__all__ = ["RaftClientBuilder", "RaftTestContext"]
+__all__ = ["ADMIN_ID", "RaftClientBuilder", "RaftTestContext"]
+
+#: The source of the requests an admin client sends (not a replica).
+ADMIN_ID = -1
 
 T = TypeVar("T")
 Q = TypeVar("Q", bound=Request)
@@ -137,6 +145,15 @@ class RaftTestContext(Generic[T]):
         assert isinstance(body, kind)
         return body
 
+    def response_to(self, correlation_id: int, kind: type[R]) -> R | None:
+        """The body of the response of ``kind`` sent to request ``correlation_id``, removed
+        from what was sent; ``None`` if it has not been sent (yet)."""
+        for message in self.channel.responses:
+            if message.correlation_id == correlation_id and isinstance(message.body, kind):
+                self.channel.outbox.remove(message)
+                return message.body
+        return None
+
     # -- delivering messages -------------------------------------------------------------------
     def deliver_request(
         self,
@@ -170,6 +187,14 @@ class RaftTestContext(Generic[T]):
             )
         )
         return correlation_id
+
+    def admin_call(self, body: Request, kind: type[R], *, source: int = ADMIN_ID) -> R | None:
+        """Deliver ``body`` as an admin's request (from ``source``), poll until the client is
+        idle, and return its answer of ``kind`` (removed from what was sent); ``None`` if it is
+        not answered yet (a voter change answers once its VotersRecord commits)."""
+        correlation_id = self.deliver_request(body, source)
+        self.poll_until_idle()
+        return self.response_to(correlation_id, kind)
 
     def deliver_response(
         self, request: OutboundRequest | int, body: Response, source: int | None = None
@@ -216,6 +241,12 @@ class RaftTestContext(Generic[T]):
     @property
     def log_end_offset(self) -> int:
         return self.log.log_end_offset
+
+    @property
+    def voter_set(self) -> VoterSet:
+        """The voter set the client uses now: the latest in its log, committed or not
+        (KIP-853), or the static one."""
+        return self.client.voter_set
 
     def stored_state(self) -> ElectionState | None:
         """What the quorum-state store holds now."""
@@ -275,6 +306,7 @@ class RaftTestContext(Generic[T]):
         *,
         max_wait_ms: int = 0,
         high_watermark: int = INT64_MAX,
+        replica_directory_id: uuid.UUID | None = None,
     ) -> FetchRequest:
         """A Fetch from ``replica_id`` as a follower of this replica would send it."""
         return fetch_request(
@@ -284,7 +316,27 @@ class RaftTestContext(Generic[T]):
             last_fetched_epoch,
             max_wait_ms=max_wait_ms,
             high_watermark=high_watermark,
+            replica_directory_id=replica_directory_id,
         )
+
+    def fetch_at_log_end(self, replica_id: int, *, directory: bool = True) -> FetchResponse:
+        """As replica ``replica_id`` (with :func:`replica_key`'s directory id unless
+        ``directory=False``), fetch from this leader at its log end -- the replica is caught
+        up and acknowledges every record -- and return the answer."""
+        key = replica_key(replica_id, directory=directory)
+        self.deliver_request(
+            self.fetch_request(
+                self.client.epoch,
+                replica_id,
+                self.log.log_end_offset,
+                self.log.last_fetched_epoch,
+                replica_directory_id=key.directory_id,
+            ),
+            replica_id,
+            source_directory_id=key.directory_id or ZERO_UUID,
+        )
+        self.poll()
+        return self.single_sent_response(FetchResponse)
 
     # -- round trips ----------------------------------------------------------------------------
     def append_and_drain(self, records: Sequence[T]) -> int:
@@ -320,23 +372,28 @@ class RaftTestContext(Generic[T]):
         return request
 
     def advance_leader_high_watermark_to_log_end(self) -> int:
-        """As the local leader, have a majority of the other voters fetch at its log end, so
-        the high watermark reaches it; return the high watermark."""
+        """As the local leader, have a majority of the other voters (of the voter set in
+        force) fetch at its log end, so the high watermark reaches it; return the high
+        watermark."""
         client = self.client
         if not client.is_leader:
             raise AssertionError(f"not the leader: {client!r}")
         self.poll_until_idle()  # drain what the accumulator holds
-        others = [v for v in sorted(self.config.voter_ids) if v != client.local_id]
-        needed = len(self.config.voter_ids) // 2
-        for voter in others[:needed]:
+        voters = self.client.voter_set
+        others = [v for v in sorted(voters.ids) if v != client.local_id]
+        for voter in others[: len(voters) // 2]:
+            key = voters.key(voter)
+            directory = None if key is None else key.directory_id
             self.deliver_request(
                 self.fetch_request(
                     client.epoch,
                     voter,
                     self.log.log_end_offset,
                     self.log.last_fetched_epoch,
+                    replica_directory_id=directory,
                 ),
                 voter,
+                source_directory_id=directory or ZERO_UUID,
             )
             self.poll()
         self.sent_responses(FetchResponse)
@@ -399,6 +456,9 @@ class RaftClientBuilder(Generic[T]):
         self.batches: list[tuple[int, list[bytes | SimpleRecord], bool]] = []
         self.start_ms = 0
         self.random_draws: list[tuple[tuple[int, ...], int | None]] = []
+        self.kraft_version = 0
+        self.bootstrap_voters: VoterSet | None = None
+        self.local_endpoints: Endpoints | None = None
 
     # -- the situation ------------------------------------------------------------------------
     def with_config(self, **overrides: Any) -> RaftClientBuilder[T]:
@@ -408,6 +468,28 @@ class RaftClientBuilder(Generic[T]):
 
     def with_local_directory_id(self, directory_id: uuid.UUID) -> RaftClientBuilder[T]:
         self.local_directory_id = directory_id
+        return self
+
+    def with_kraft_version(self, kraft_version: int) -> RaftClientBuilder[T]:
+        """Format the log with the bootstrap checkpoint of ``kraft_version`` (1: KIP-853) and
+        no voters (``--no-initial-controllers``), unless :meth:`with_bootstrap_voters` gives
+        them. 0 (the default) writes no checkpoint: the static voters apply."""
+        self.kraft_version = kraft_version
+        return self
+
+    def with_bootstrap_voters(self, voters: VoterSet) -> RaftClientBuilder[T]:
+        """Format the log as ``--initial-controllers`` does: the bootstrap checkpoint (snapshot
+        0-0) holds kraft.version 1 and ``voters``. Without static voters (``voters=()`` in the
+        constructor) the config's ``bootstrap_servers`` are these voters' default listeners
+        (as Kafka's test context does); the local directory id and endpoints default to the
+        local replica's in ``voters``."""
+        self.kraft_version = 1
+        self.bootstrap_voters = voters
+        return self
+
+    def with_local_endpoints(self, endpoints: Endpoints) -> RaftClientBuilder[T]:
+        """This replica's listeners, ``(("CONTROLLER", host, port), ...)`` (KIP-853)."""
+        self.local_endpoints = endpoints
         return self
 
     def with_cluster_id(self, cluster_id: str) -> RaftClientBuilder[T]:
@@ -456,14 +538,37 @@ class RaftClientBuilder(Generic[T]):
     # -- building -------------------------------------------------------------------------------
     def config(self) -> QuorumConfig:
         fields: dict[str, Any] = {"voters": voter_endpoints(self.voters)}
+        if self.bootstrap_voters is not None and not self.voters:
+            fields["bootstrap_servers"] = tuple(
+                ConfigEndpoint(host, port)
+                for voter_id in sorted(self.bootstrap_voters.ids)
+                for name, host, port in self.bootstrap_voters.endpoints(voter_id)
+                if name == DEFAULT_LISTENER
+            )
         fields.update(self.config_overrides)
         return QuorumConfig(**fields)
+
+    def _local_identity(self) -> tuple[uuid.UUID | None, Endpoints | None]:
+        """The local directory id and endpoints: as given, else the bootstrap voter set's."""
+        directory, endpoints = self.local_directory_id, self.local_endpoints
+        voters = self.bootstrap_voters
+        if voters is not None and self.local_id is not None:
+            key = voters.key(self.local_id)
+            if directory is None and key is not None:
+                directory = key.directory_id
+            if endpoints is None and key is not None:
+                endpoints = voters.endpoints(self.local_id)
+        return directory, endpoints
 
     def build(self, *, initialize: bool = True) -> RaftTestContext[T]:
         """The context; the client is initialized unless ``initialize=False``."""
         config = self.config()
         clock = ManualClock(self.start_ms)
         log = MemoryLog()
+        if self.kraft_version > 0:
+            write_bootstrap_checkpoint(
+                log, self.kraft_version, self.bootstrap_voters, timestamp_ms=clock.wall_ms()
+            )
         for epoch, records, control in self.batches:
             log.append_as_leader(records, epoch, timestamp_ms=clock.wall_ms(), control=control)
         log.flush()
@@ -475,9 +580,10 @@ class RaftClientBuilder(Generic[T]):
         rand = MockableRandom(self.seed)
         for values, bound in self.random_draws:
             rand.queue_draws(*values, bound=bound)
+        directory, endpoints = self._local_identity()
         client: KafkaRaftClient[T] = KafkaRaftClient(
             local_id=self.local_id,
-            local_directory_id=self.local_directory_id,
+            local_directory_id=directory,
             config=config,
             log=log,
             store=store,
@@ -487,6 +593,7 @@ class RaftClientBuilder(Generic[T]):
             rand=rand,
             serde=self.serde,
             cluster_id=self.cluster_id,
+            local_endpoints=() if endpoints is None else endpoints,
         )
         if initialize:
             client.initialize()

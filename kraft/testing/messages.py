@@ -8,13 +8,18 @@ a named leader's address from its voter set). ``**fields`` sets any other field.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable
 from typing import Any
 
 from kraft.common.limits import INT64_MAX
+from kraft.common.uuids import ZERO_UUID
 from kraft.config import Endpoint as ConfigEndpoint
+from kraft.protocol.api import KRAFT_VERSION_FEATURE, SUPPORTED_KRAFT_VERSIONS
 from kraft.protocol.errors import Errors
 from kraft.protocol.messages import (
+    AddRaftVoterRequest,
+    ApiVersionsResponse,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     Endpoint,
@@ -24,24 +29,37 @@ from kraft.protocol.messages import (
     FetchResponse,
     FetchSnapshotResponse,
     LeaderIdAndEpoch,
+    RemoveRaftVoterRequest,
     SnapshotId,
+    SupportedFeature,
+    UpdateRaftVoterRequest,
     VoteRequest,
     VoteResponse,
 )
+from kraft.raft.states import ReplicaKey
+from kraft.raft.voter_set import DEFAULT_LISTENER, VoterNode, VoterSet
 from kraft.record.offsets import OffsetAndEpoch
 
 __all__ = [
     "VOTER_PORT_BASE",
+    "add_voter_request",
+    "api_versions_response",
     "begin_epoch_request",
     "begin_epoch_response",
     "end_epoch_response",
     "fetch_request",
     "fetch_response",
     "fetch_snapshot_response",
+    "listeners_of",
+    "remove_voter_request",
+    "replica_key",
+    "update_voter_request",
     "vote_request",
     "vote_response",
     "voter_endpoint",
     "voter_endpoints",
+    "voter_node",
+    "voter_set",
 ]
 
 #: Test configs give voter ``n`` the address localhost:(VOTER_PORT_BASE + n).
@@ -58,6 +76,37 @@ def voter_endpoints(voters: Iterable[int]) -> dict[int, ConfigEndpoint]:
     return {v: voter_endpoint(v) for v in voters}
 
 
+def replica_key(replica_id: int, *, directory: bool = True) -> ReplicaKey:
+    """Replica ``replica_id`` with the directory id the builders give it (a fixed UUID made
+    from its id), or without one (``directory=False``)."""
+    if not directory:
+        return ReplicaKey(replica_id)
+    return ReplicaKey(replica_id, uuid.UUID(int=(0xD1 << 96) | replica_id))
+
+
+def listeners_of(replica_id: int) -> tuple[Endpoint, ...]:
+    """The listeners the builders give replica ``replica_id``: ``CONTROLLER`` at
+    :func:`voter_endpoint`."""
+    endpoint = voter_endpoint(replica_id)
+    return (Endpoint(DEFAULT_LISTENER, endpoint.host, endpoint.port),)
+
+
+def voter_node(
+    replica: int | ReplicaKey, supported_kraft_versions: tuple[int, int] = SUPPORTED_KRAFT_VERSIONS
+) -> VoterNode:
+    """A voter at its :func:`listeners_of` address; an id gets :func:`replica_key`'s
+    directory id. It supports kraft.version 0..1 unless told otherwise."""
+    key = replica_key(replica) if isinstance(replica, int) else replica
+    endpoints = tuple((e.name, e.host, e.port) for e in listeners_of(key.id))
+    return VoterNode(key, endpoints, supported_kraft_versions)
+
+
+def voter_set(*replicas: int | ReplicaKey) -> VoterSet:
+    """The KIP-853 voter set of these replicas (:func:`voter_node` each)."""
+    nodes = [voter_node(r) for r in replicas]
+    return VoterSet({n.key.id: n for n in nodes})
+
+
 # -- requests -------------------------------------------------------------------------------------
 def fetch_request(
     epoch: int,
@@ -67,9 +116,11 @@ def fetch_request(
     *,
     max_wait_ms: int = 0,
     high_watermark: int = INT64_MAX,
+    replica_directory_id: uuid.UUID | None = None,
 ) -> FetchRequest:
     """A Fetch from ``replica_id`` in ``epoch`` at ``fetch_offset`` (its log end), whose last
-    record has ``last_fetched_epoch``; ``high_watermark`` is the fetcher's (KIP-1166)."""
+    record has ``last_fetched_epoch``; ``high_watermark`` is the fetcher's (KIP-1166);
+    ``replica_directory_id`` the fetcher's directory id (KIP-853; none by default)."""
     return FetchRequest(
         replica_id=replica_id,
         current_leader_epoch=epoch,
@@ -77,6 +128,7 @@ def fetch_request(
         last_fetched_epoch=last_fetched_epoch,
         max_wait_ms=max_wait_ms,
         high_watermark=high_watermark,
+        replica_directory_id=ZERO_UUID if replica_directory_id is None else replica_directory_id,
     )
 
 
@@ -110,6 +162,56 @@ def begin_epoch_request(epoch: int, leader_id: int, voter_id: int = -1) -> Begin
         leader_epoch=epoch,
         voter_id=voter_id,
         leader_endpoints=(Endpoint("CONTROLLER", endpoint.host, endpoint.port),),
+    )
+
+
+def add_voter_request(
+    replica: int | ReplicaKey,
+    *,
+    listeners: tuple[Endpoint, ...] | None = None,
+    timeout_ms: int = 30_000,
+    **fields: Any,
+) -> AddRaftVoterRequest:
+    """An admin's AddRaftVoter for ``replica`` (an id gets :func:`replica_key`'s directory id),
+    reachable at ``listeners`` (default :func:`listeners_of`)."""
+    key = replica_key(replica) if isinstance(replica, int) else replica
+    return AddRaftVoterRequest(
+        voter_id=key.id,
+        voter_directory_id=key.directory_id or ZERO_UUID,
+        listeners=listeners_of(key.id) if listeners is None else listeners,
+        timeout_ms=timeout_ms,
+        **fields,
+    )
+
+
+def remove_voter_request(replica: int | ReplicaKey, **fields: Any) -> RemoveRaftVoterRequest:
+    """An admin's RemoveRaftVoter for ``replica`` (an id gets :func:`replica_key`'s directory
+    id)."""
+    key = replica_key(replica) if isinstance(replica, int) else replica
+    return RemoveRaftVoterRequest(
+        voter_id=key.id, voter_directory_id=key.directory_id or ZERO_UUID, **fields
+    )
+
+
+def update_voter_request(
+    epoch: int,
+    replica: int | ReplicaKey,
+    *,
+    listeners: tuple[Endpoint, ...] | None = None,
+    kraft_versions: tuple[int, int] = SUPPORTED_KRAFT_VERSIONS,
+    **fields: Any,
+) -> UpdateRaftVoterRequest:
+    """Voter ``replica``'s UpdateRaftVoter to its leader of ``epoch``: its ``listeners``
+    (default :func:`listeners_of`) and the kraft.version range it supports."""
+    key = replica_key(replica) if isinstance(replica, int) else replica
+    return UpdateRaftVoterRequest(
+        current_leader_epoch=epoch,
+        voter_id=key.id,
+        voter_directory_id=key.directory_id or ZERO_UUID,
+        listeners=listeners_of(key.id) if listeners is None else listeners,
+        min_supported_kraft_version=kraft_versions[0],
+        max_supported_kraft_version=kraft_versions[1],
+        **fields,
     )
 
 
@@ -207,3 +309,19 @@ def fetch_snapshot_response(
         unaligned_records=b"" if error else data[position:end],
         **fields,
     )
+
+
+def api_versions_response(
+    kraft_versions: tuple[int, int] | None = SUPPORTED_KRAFT_VERSIONS,
+    *,
+    error: int = Errors.NONE,
+    **fields: Any,
+) -> ApiVersionsResponse:
+    """A replica's answer to ApiVersions: the ``kraft.version`` range it supports (``None``:
+    it does not name the feature, as a kraft.version 0 replica)."""
+    features = (
+        ()
+        if kraft_versions is None
+        else (SupportedFeature(KRAFT_VERSION_FEATURE, kraft_versions[0], kraft_versions[1]),)
+    )
+    return ApiVersionsResponse(error_code=error, supported_features=features, **fields)

@@ -627,8 +627,8 @@ class Pending:
     epoch_at_delivery: int
 
 
-def _wrong_topic_partition(body: Request) -> bool:
-    wrong = body.topic_name != METADATA_TOPIC_NAME or body.partition_index != (
+def _wrong_topic_partition(body: Any) -> bool:  # a partition request
+    wrong: bool = body.topic_name != METADATA_TOPIC_NAME or body.partition_index != (
         METADATA_PARTITION_INDEX
     )
     if isinstance(body, FetchRequest):
@@ -850,10 +850,10 @@ class ClientFuzz(RuleBasedStateMachine):
         context = self.ctx
         pending = self.pending.pop(response.correlation_id, None)
         assert pending is not None, f"a response to no request (or a second one): {response}"
-        body = response.body
-        request = pending.body
+        request: Any = pending.body
         assert response.destination == pending.source, (response, pending)
-        assert type(body) is RESPONSE_TYPE_FOR[type(request)], (request, body)
+        assert type(response.body) is RESPONSE_TYPE_FOR[type(request)], (request, response)
+        body: Any = response.body  # answers a partition request: it has partition_error_code
         top, partition = ALLOWED_ERRORS[type(request)]
         assert body.error_code in top, (request, body)
         assert body.partition_error_code in partition, (request, body)

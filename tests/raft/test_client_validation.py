@@ -101,7 +101,7 @@ def snapshot(ctx: RaftTestContext[bytes]) -> tuple[object, ...]:
 
 def respond(
     ctx: RaftTestContext[bytes], body: Request, cluster_id: str | None = None, source: int = 3
-) -> Response:
+) -> Any:  # the answer to a partition request: it has a partition_error_code
     correlation_id = ctx.deliver_request(body, source=source, cluster_id=cluster_id)
     ctx.poll()
     sent = ctx.sent_responses()

@@ -266,6 +266,25 @@ def test_a_voters_address_gets_reserved_connections_past_the_limit() -> None:
     run(test, limits=ConnectionLimits(max_connections=2), voter_hosts=frozenset({"127.0.0.1"}))
 
 
+def test_a_voter_learned_later_gets_the_reserved_connections() -> None:
+    """KIP-853: a host that becomes a voter's after the start gets the reserved connections;
+    one that stops being a voter's does not get them any more."""
+
+    async def test(h: Harness) -> None:
+        strangers = [await h.connect(OTHER_HOST) for _ in range(2)]
+        assert await closed_by_server(await h.connect("127.0.0.1"))  # not a voter's yet
+        h.server.set_voter_hosts(frozenset({"127.0.0.1"}))
+        voter = await h.connect("127.0.0.1")
+        await voter.send_all(request())
+        await settle()
+        assert h.received() == 1
+        h.server.set_voter_hosts(frozenset())
+        assert await closed_by_server(await h.connect("127.0.0.1"))
+        assert len(strangers) == 2
+
+    run(test, limits=ConnectionLimits(max_connections=2))
+
+
 # -- bytes of partial requests -------------------------------------------------------------------
 
 

@@ -20,6 +20,7 @@ from kraft.metrics import MetricsExtraMissingError
 from kraft.raft.listeners import BatchReader, LeaderAndEpoch, Listener, SnapshotReaderLike
 from kraft.record.serde import StrSerde
 from kraft.runtime.node import RaftNode
+from kraft.runtime.processes import free_ports
 
 TIMEOUT_S = 30.0
 
@@ -140,3 +141,20 @@ def test_a_node_that_lost_its_quorum_state_refuses_to_start_until_recovered(
                 lambda: any(leader.is_leader(1) for leader in again.leaders), TIMEOUT_S
             )
         assert again.leaders[-1].epoch > epoch
+
+
+def test_a_node_that_listens_on_a_wildcard_announces_its_voters_address(data_dir: Path) -> None:
+    """The leader's endpoints (BeginQuorumEpoch, DescribeQuorum) are where others dial it: its
+    entry in `voters`, not the 0.0.0.0 it binds."""
+    (port,) = free_ports(1)
+    config = QuorumConfig(voters={1: Endpoint("127.0.0.1", port)}, append_linger_ms=0)
+    node = RaftNode(
+        node_id=1,
+        data_dir=data_dir,
+        config=config,
+        serde=StrSerde(),
+        listen=Endpoint("0.0.0.0", port),
+        shutdown_timeout_ms=500,
+    )
+    with node:
+        assert node.client.quorum.own_endpoints() == (("CONTROLLER", "127.0.0.1", port),)

@@ -549,6 +549,49 @@ def test_update_peer_moves_and_forgets_destinations(make_node: MakeNode) -> None
         assert poll_response(a.queue).body.error_code == Errors.BROKER_NOT_AVAILABLE
 
 
+def send_to(channel: TrioNetworkChannel, destination: int, body: Request, at: Endpoint) -> int:
+    """Send ``body`` to ``destination`` where the core believes it listens (KIP-853)."""
+    correlation_id = channel.new_correlation_id()
+    channel.send(
+        OutboundRequest(
+            correlation_id, destination, body, created_ms=0, destination_address=(at.host, at.port)
+        )
+    )
+    return correlation_id
+
+
+def test_a_request_goes_to_its_destination_address(make_node: MakeNode) -> None:
+    b = make_node(2)
+    c = make_node(3)
+    a = make_node(1, {}, listen=None)  # knows no peer: the voter set names them
+    with Responder(b) as b_driver, Responder(c) as c_driver:
+        send_to(a.channel, 2, vote(epoch=1), b.address)  # unknown destination: added
+        assert poll_response(a.queue).body == VoteResponse(leader_epoch=1, vote_granted=True)
+        send(a.channel, 2, vote(epoch=2))  # no address given: where it was last
+        assert poll_response(a.queue).body == VoteResponse(leader_epoch=2, vote_granted=True)
+        send_to(a.channel, 2, vote(epoch=3), c.address)  # id 2 moved: the connection follows
+        assert poll_response(a.queue).body == VoteResponse(leader_epoch=3, vote_granted=True)
+        assert [r.body.replica_epoch for r in b_driver.requests] == [1, 2]  # type: ignore[union-attr]
+        assert [r.body.replica_epoch for r in c_driver.requests] == [3]  # type: ignore[union-attr]
+
+
+def test_set_voters_adds_voters_and_forgets_removed_ones(make_node: MakeNode) -> None:
+    b = make_node(2)
+    c = make_node(3)
+    a = make_node(1, {2: b.address, -1: c.address}, listen=None)  # -1: a bootstrap server
+    with Responder(b), Responder(c):
+        send(a.channel, 2, vote(epoch=1))
+        assert poll_response(a.queue).body.error_code == Errors.NONE
+        a.channel.set_voters({3: c.address})  # 2 removed, 3 added
+        send(a.channel, 3, vote(epoch=2))
+        assert poll_response(a.queue).body == VoteResponse(leader_epoch=2, vote_granted=True)
+        send(a.channel, 2, vote(epoch=3))
+        assert poll_response(a.queue).body.error_code == Errors.BROKER_NOT_AVAILABLE
+        assert 2 not in a.channel.connected_peer_ids
+        send(a.channel, -1, vote(epoch=4))  # bootstrap servers are kept
+        assert poll_response(a.queue).body == VoteResponse(leader_epoch=4, vote_granted=True)
+
+
 # ---------------------------------------------------------------------------------------------
 # Bad input: the connection closes, the node keeps serving
 
