@@ -95,6 +95,7 @@ class Membership:
         if history.changes == self._changes_seen:
             return False
         self._changes_seen = history.changes
+        self._due_ms = 0  # a new voter set: look at this replica's entry again at once
         voters = history.last_voter_set
         logger.info(
             "voters now %s (kraft.version %d); this replica is %s",
@@ -127,8 +128,11 @@ class Membership:
         if now < self._due_ms:
             return None
         request = self._due_request(state)
+        if request is None:  # nothing to say until the voter set or the epoch changes
+            self._due_ms = now + UPDATE_PERIOD_FACTOR * self._config.fetch_timeout_ms
+            return None
         leader = state.leader_id
-        if request is None or not self._requests.is_ready(leader, now):
+        if not self._requests.is_ready(leader, now):
             return None  # a Fetch in flight goes first; this goes at its answer
         self._due_ms = now + UPDATE_PERIOD_FACTOR * self._config.fetch_timeout_ms
         logger.info("asking leader %d: %s", leader, type(request).__name__)

@@ -140,6 +140,8 @@ class QuorumState(Generic[T]):
         self.config = config
         #: The voter set and kraft.version by offset, as the log says (KIP-853).
         self.history = VoterHistory(VoterSet.from_static(config.voters))
+        self._is_voter_at = -1
+        self._is_voter = False
         self.store = store
         self.rand = rand
         #: Consecutive elections this replica stood in (drives the candidate backoff).
@@ -176,8 +178,13 @@ class QuorumState(Generic[T]):
 
     @property
     def is_voter(self) -> bool:
-        local = self.local_key
-        return local is not None and self.history.last_voter_set.is_voter(local)
+        # Asked several times a poll: recomputed only when the voter set changed.
+        changes = self.history.changes
+        if changes != self._is_voter_at:
+            local = self.local_key
+            self._is_voter = local is not None and self.history.last_voter_set.is_voter(local)
+            self._is_voter_at = changes
+        return self._is_voter
 
     @property
     def is_observer(self) -> bool:

@@ -184,13 +184,10 @@ class Reconfiguration(Generic[T]):
         """A leader leads on after removing itself, until the removal commits: then this is
         True, and it resigns."""
         removal = self._quorum.history.last_voter_set_offset
+        if removal is None:
+            return False  # the static voter set (kraft.version 0): nobody is ever removed
         high_watermark = state.high_watermark
-        return (
-            not self._quorum.is_voter
-            and removal is not None
-            and high_watermark is not None
-            and high_watermark > removal
-        )
+        return high_watermark is not None and high_watermark > removal and self._quorum.is_observer
 
     # -- requests --------------------------------------------------------------------------
     def _precheck(  # noqa: PLR0911 -- one return per rule, in order
