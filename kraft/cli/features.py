@@ -20,10 +20,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
-from kraft.cli.quorum import send_change
+from kraft.cli.quorum import add_change_arguments, add_connection_arguments, send_change
 from kraft.config import ConfigError, parse_bootstrap_servers
 from kraft.protocol.api import KRAFT_VERSION_FEATURE
 from kraft.protocol.messages import FeatureUpdate, UpdateFeaturesRequest
@@ -48,36 +47,15 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         "turns a static quorum into a dynamic one (KIP-853) once every voter has reported "
         "its directory id and listeners to the leader.",
     )
-    upgrade.add_argument(
-        "--bootstrap",
-        "-b",
-        required=True,
-        help="host:port[,host:port...] of nodes to ask, in turn, for the leader",
-    )
+    add_connection_arguments(upgrade)
     upgrade.add_argument(
         "--feature",
         required=True,
         metavar="NAME=LEVEL",
         help="the feature and the level to finalize: kraft.version=1",
     )
-    upgrade.add_argument("--cluster-id", default=None, help="the cluster id to send")
-    upgrade.add_argument(
-        "--config",
-        "-c",
-        type=Path,
-        default=None,
-        help="a node's TOML file: its [tls] settings and cluster_id are used",
-    )
-    upgrade.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="ask the leader to validate the upgrade, and change nothing",
-    )
-    upgrade.add_argument(
-        "--timeout",
-        type=float,
-        default=60.0,
-        help="seconds the upgrade may take, retries included (default 60)",
+    add_change_arguments(
+        upgrade, dry_run_help="ask the leader to validate the upgrade, and change nothing"
     )
     upgrade.set_defaults(handler=_upgrade)
 

@@ -59,7 +59,14 @@ from kraft.runtime.config import is_wildcard, load_node_config
 from kraft.runtime.request_once import request_once
 from kraft.runtime.tls import TlsConfig
 
-__all__ = ["describe_quorum", "find_leader", "register", "send_change"]
+__all__ = [
+    "add_change_arguments",
+    "add_connection_arguments",
+    "describe_quorum",
+    "find_leader",
+    "register",
+    "send_change",
+]
 
 #: Errors after which a voter change is tried again (with the leader found afresh): nothing
 #: was changed, or the change may still be made (Kafka's admin client retries them too).
@@ -86,20 +93,11 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         description="Ask the leader for the quorum's state: its epoch, high watermark, and "
         "every voter's and observer's progress.",
     )
-    _bootstrap_argument(describe)
+    add_connection_arguments(describe)
     what = describe.add_mutually_exclusive_group(required=True)
     what.add_argument("--status", action="store_true", help="the quorum's summary")
     what.add_argument("--replication", action="store_true", help="a row per replica")
     describe.add_argument("--json", action="store_true", help="print JSON")
-    describe.add_argument("--cluster-id", default=None, help="the cluster id to send")
-    describe.add_argument(
-        "--config",
-        "-c",
-        type=Path,
-        default=None,
-        help="a node's TOML file: its [tls] settings and cluster_id are used "
-        "(needed for a quorum that runs TLS)",
-    )
     describe.add_argument(
         "--timeout", type=float, default=5.0, help="seconds to wait for each address (default 5)"
     )
@@ -113,15 +111,10 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         "address. The node must run as an observer of a kraft.version 1 quorum (formatted "
         "with --no-initial-controllers) and have caught up with the leader.",
     )
-    _bootstrap_argument(add)
-    add.add_argument(
-        "--config",
-        "-c",
-        type=Path,
-        required=True,
-        help="the TOML file of the node to add (also for [tls] and cluster_id)",
+    add_connection_arguments(
+        add, config_help="the TOML file of the node to add (also for [tls] and cluster_id)"
     )
-    _change_arguments(add)
+    add_change_arguments(add)
     add.set_defaults(handler=_add_controller)
 
     remove = commands.add_parser(
@@ -131,7 +124,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         "removed node keeps running as an observer; a leader that removes itself resigns "
         "once the change is committed.",
     )
-    _bootstrap_argument(remove)
+    add_connection_arguments(remove)
     remove.add_argument(
         "--controller-id", "-i", required=True, type=int, help="the node id of the voter"
     )
@@ -141,19 +134,15 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         required=True,
         help="the directory id of the voter (see `kraft quorum describe --replication`)",
     )
-    remove.add_argument("--cluster-id", default=None, help="the cluster id to send")
-    remove.add_argument(
-        "--config",
-        "-c",
-        type=Path,
-        default=None,
-        help="a node's TOML file: its [tls] settings and cluster_id are used",
-    )
-    _change_arguments(remove)
+    add_change_arguments(remove)
     remove.set_defaults(handler=_remove_controller)
 
 
-def _bootstrap_argument(parser: argparse.ArgumentParser) -> None:
+def add_connection_arguments(
+    parser: argparse.ArgumentParser, *, config_help: str | None = None
+) -> None:
+    """``--bootstrap``, ``--cluster-id`` and ``--config``: how a command reaches the quorum.
+    With ``config_help`` the node file is required (it describes the node to act on)."""
     parser.add_argument(
         "--bootstrap",
         "-b",
@@ -161,11 +150,25 @@ def _bootstrap_argument(parser: argparse.ArgumentParser) -> None:
         help="host:port[,host:port...] of nodes to ask, in turn (a node "
         "that is not the leader names it, and it is asked next)",
     )
-
-
-def _change_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cluster-id", default=None, help="the cluster id to send")
     parser.add_argument(
-        "--dry-run", action="store_true", help="print what would be done, but do not do it"
+        "--config",
+        "-c",
+        type=Path,
+        required=config_help is not None,
+        default=None,
+        help=config_help
+        or "a node's TOML file: its [tls] settings and cluster_id are used "
+        "(needed for a quorum that runs TLS)",
+    )
+
+
+def add_change_arguments(parser: argparse.ArgumentParser, dry_run_help: str | None = None) -> None:
+    """``--dry-run`` and ``--timeout``: what a change of the quorum takes."""
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help=dry_run_help or "print what would be done, but do not do it",
     )
     parser.add_argument(
         "--timeout",
