@@ -41,6 +41,7 @@ __all__ = [
     "CLUSTER_METADATA_DIR",
     "META_PROPERTIES_FILE",
     "MetaProperties",
+    "check_formattable",
     "format_storage",
     "is_formatted",
     "parse_properties",
@@ -340,6 +341,20 @@ def write_meta_properties(
     return path
 
 
+def check_formattable(data_dir: str | Path, cluster_id: str) -> Path:
+    """``data_dir`` as a path, once it is clear that it may be formatted for ``cluster_id``:
+    :class:`~kraft.errors.MetaPropertiesError` for a cluster id that is not a Kafka Uuid,
+    :class:`~kraft.errors.AlreadyFormattedError` if ``meta.properties`` exists."""
+    try:
+        uuid_from_text(cluster_id)
+    except ValueError as exc:
+        raise MetaPropertiesError(f"cluster id: {exc}") from exc
+    directory = Path(data_dir)
+    if is_formatted(directory):
+        raise AlreadyFormattedError(f"log directory {directory} is already formatted")
+    return directory
+
+
 def format_storage(
     data_dir: Path | str,
     cluster_id: str,
@@ -361,13 +376,7 @@ def format_storage(
     that is not a Kafka Uuid (Kafka's rule) or a negative node id, and
     :class:`~kraft.errors.StorageError` for I/O failures.
     """
-    try:
-        uuid_from_text(cluster_id)
-    except ValueError as exc:
-        raise MetaPropertiesError(f"cluster id: {exc}") from exc
-    directory = Path(data_dir)
-    if is_formatted(directory):
-        raise AlreadyFormattedError(f"log directory {directory} is already formatted")
+    directory = check_formattable(data_dir, cluster_id)
     meta = MetaProperties(cluster_id, node_id, directory_id or random_directory_id(rng))
     try:
         created = not directory.exists()

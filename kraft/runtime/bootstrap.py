@@ -21,13 +21,13 @@ from pathlib import Path
 
 from kraft.common.uuids import uuid_from_text, uuid_to_text
 from kraft.config import ConfigError, Endpoint, _parse_endpoint
-from kraft.errors import AlreadyFormattedError, MetaPropertiesError, StorageError
+from kraft.errors import StorageError
 from kraft.log.file import FileLog
 from kraft.log.meta_properties import (
     CLUSTER_METADATA_DIR,
     MetaProperties,
+    check_formattable,
     format_storage,
-    is_formatted,
 )
 from kraft.protocol.api import SUPPORTED_KRAFT_VERSIONS
 from kraft.raft.states import ReplicaKey
@@ -161,13 +161,7 @@ def format_dynamic_storage(
                 f"give it {own}"
             )
         directory_id = own
-    try:
-        uuid_from_text(cluster_id)
-    except ValueError as exc:
-        raise MetaPropertiesError(f"cluster id: {exc}") from exc
-    directory = Path(data_dir)
-    if is_formatted(directory):
-        raise AlreadyFormattedError(f"log directory {directory} is already formatted")
+    directory = check_formattable(data_dir, cluster_id)
     partition = directory / CLUSTER_METADATA_DIR
     log = FileLog.open(partition)
     try:
