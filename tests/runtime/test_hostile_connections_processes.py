@@ -229,9 +229,11 @@ def test_partial_requests_cannot_grow_the_node(
         held_outside_budget = 20 * (DEFAULT_FREE_PARTIAL_BYTES + READ_CHUNK_SIZE)
         bound = DEFAULT_QUEUED_MAX_REQUEST_BYTES * 9 // 8 + held_outside_budget + 32 * MIB
         assert growth_kib * 1024 < bound, f"peak RSS grew by {growth_kib} KiB, bound {bound}"
-        # And the memory goes back once the connections are gone (glibc kept ~50 MB of it).
+        # And the memory goes back once the connections are gone. How much glibc keeps in its
+        # arenas depends on timing: 4-23 MB on a busy 2-core machine, against the 280 MB the
+        # twenty partial requests would hold if their buffers leaked.
         retained_kib = status_kib(pid, "VmRSS") - rss_before
-        assert retained_kib * 1024 < 20 * MIB, f"{retained_kib} KiB still held"
+        assert retained_kib * 1024 < 40 * MIB, f"{retained_kib} KiB still held"
         assert quorum.nodes[leader].is_running()
         log = quorum.nodes[leader].log_path.read_text()
         assert "queued_max_request_bytes" in log
