@@ -19,7 +19,7 @@ $(VENV)/.installed: pyproject.toml
 # sweep a catalogue of fault scenarios over tens of seeds (event logs in $(RUN_DIR)/sim) and
 # analyse the logs on local Spark (report in $(RUN_DIR)/report/report.md).
 RUN_SCENARIOS ?= leader_failure leader_partitioned_away lossy_network all_nodes_killed \
-	rolling_restarts asymmetric_partition
+	rolling_restarts asymmetric_partition remove_leader rolling_replacement
 RUN_SEEDS ?= 1-30
 run: install
 	$(PY) examples/storage_demo.py --dir $(RUN_DIR)/storage-demo
