@@ -22,11 +22,15 @@ import argparse
 import sys
 from typing import Any
 
-from kraft.cli.quorum import add_change_arguments, add_connection_arguments, send_change
-from kraft.config import ConfigError, parse_bootstrap_servers
+from kraft.cli.quorum import (
+    add_change_arguments,
+    add_connection_arguments,
+    connection_settings,
+    send_change,
+)
+from kraft.config import ConfigError
 from kraft.protocol.api import KRAFT_VERSION_FEATURE
 from kraft.protocol.messages import FeatureUpdate, UpdateFeaturesRequest
-from kraft.runtime.config import load_node_config
 
 __all__ = ["register"]
 
@@ -71,13 +75,9 @@ def _feature(text: str) -> tuple[str, int]:
 
 
 def _upgrade(args: argparse.Namespace) -> int:
-    tls, cluster_id = None, args.cluster_id
     try:
         name, level = _feature(args.feature)
-        bootstrap = parse_bootstrap_servers(args.bootstrap)
-        if args.config is not None:
-            node = load_node_config(args.config)
-            tls, cluster_id = node.tls, cluster_id or node.cluster_id
+        bootstrap, tls, cluster_id = connection_settings(args)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -62,6 +62,7 @@ from kraft.runtime.tls import TlsConfig
 __all__ = [
     "add_change_arguments",
     "add_connection_arguments",
+    "connection_settings",
     "describe_quorum",
     "find_leader",
     "register",
@@ -313,18 +314,25 @@ def _ago(timestamp: int, now: int) -> str:
     return "never" if timestamp < 0 else f"{max(0, now - timestamp)} ms ago"
 
 
-def _describe(args: argparse.Namespace) -> int:
+def connection_settings(
+    args: argparse.Namespace,
+) -> tuple[list[Endpoint], TlsConfig | None, str | None]:
+    """What :func:`add_connection_arguments` gave: the bootstrap servers, and the TLS settings
+    and cluster id (``--cluster-id`` first, then the ``--config`` file's). ``ConfigError``."""
     try:
         bootstrap = parse_bootstrap_servers(args.bootstrap)
     except ConfigError as exc:
-        print(f"error: --bootstrap: {exc}", file=sys.stderr)
-        return 2
+        raise ConfigError(f"--bootstrap: {exc}") from exc
     tls, cluster_id = None, args.cluster_id
+    if args.config is not None:
+        node = load_node_config(args.config)
+        tls, cluster_id = node.tls, cluster_id or node.cluster_id
+    return bootstrap, tls, cluster_id
+
+
+def _describe(args: argparse.Namespace) -> int:
     try:
-        if args.config is not None:
-            node_config = load_node_config(args.config)
-            tls = node_config.tls
-            cluster_id = cluster_id or node_config.cluster_id
+        bootstrap, tls, cluster_id = connection_settings(args)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -439,15 +447,11 @@ def _add_controller(args: argparse.Namespace) -> int:
 
 
 def _remove_controller(args: argparse.Namespace) -> int:
-    tls, cluster_id = None, args.cluster_id
     try:
         if args.controller_id < 0:
             raise ConfigError(f"--controller-id {args.controller_id} is negative")
         directory_id = parse_directory_id(args.controller_directory_id, "--controller-directory-id")
-        bootstrap = parse_bootstrap_servers(args.bootstrap)
-        if args.config is not None:
-            node = load_node_config(args.config)
-            tls, cluster_id = node.tls, cluster_id or node.cluster_id
+        bootstrap, tls, cluster_id = connection_settings(args)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
