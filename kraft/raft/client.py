@@ -523,6 +523,9 @@ class KafkaRaftClient(ClientView[T]):
                 self._transition_to_prospective(now)
                 return 0
         elif now >= state.fetch_deadline_ms:
+            # An observer whose leader went silent grants pre-votes again (KIP-996 protects a
+            # live leader; candidates may count this replica as a voter their log adds).
+            state.has_fetched = False
             return fetcher.maybe_send_fetch_to_any_bootstrap(now)
         backoff = self._membership.maybe_send_to_leader(state, now)
         if backoff is None:

@@ -38,13 +38,7 @@ from kraft.raft.rpc import (
     valid_topic_partition,
     validate_voter_only,
 )
-from kraft.raft.states import (
-    CandidateState,
-    FollowerState,
-    ProspectiveState,
-    ReplicaKey,
-    UnattachedState,
-)
+from kraft.raft.states import CandidateState, ProspectiveState, ReplicaKey, UnattachedState
 
 __all__ = ["VoteRpcs"]
 
@@ -141,11 +135,6 @@ class VoteRpcs(Generic[T]):
                     log.repair_target,
                 )
         state = quorum.state
-        if isinstance(state, FollowerState) and now >= state.fetch_deadline_ms:
-            # KIP-996 refuses pre-votes while the leader answers, not once it has been silent
-            # for a fetch timeout: an observer never turns Prospective, and candidates may
-            # count it as a voter their log adds (KIP-853).
-            state.has_fetched = False
         granted = False
         if not isinstance(state, LeaderState):
             granted = state.can_grant_vote(candidate, up_to_date, body.pre_vote)
