@@ -13,7 +13,15 @@ from dataclasses import dataclass, field
 
 from kraft.errors import KraftError
 
-__all__ = ["ConfigError", "Endpoint", "QuorumConfig", "parse_bootstrap_servers", "parse_voters"]
+__all__ = [
+    "ConfigError",
+    "Endpoint",
+    "QuorumConfig",
+    "parse_bootstrap_servers",
+    "parse_endpoint",
+    "parse_voters",
+    "split_node_id",
+]
 
 
 class ConfigError(KraftError, ValueError):
@@ -68,12 +76,24 @@ def _parse_host(text: str, context: str) -> str:
     return text
 
 
-def _parse_endpoint(text: str, context: str) -> Endpoint:
+def parse_endpoint(text: str, context: str) -> Endpoint:
     """``host:port`` or ``[ipv6]:port``; the :class:`ConfigError` names ``context``."""
     host, sep, port_text = text.strip().rpartition(":")
     if not sep:
         raise ConfigError(f"{context}: expected host:port, got {text!r}")
     return Endpoint(_parse_host(host, context), _parse_port(port_text, context))
+
+
+def split_node_id(entry: str, context: str, expected: str) -> tuple[int, str]:
+    """``"ID@REST"`` as ``(ID, REST)``, the id a non-negative integer; ``ConfigError`` naming
+    ``context`` and the ``expected`` form otherwise (voters, initial controllers)."""
+    id_text, sep, rest = entry.partition("@")
+    if not sep:
+        raise ConfigError(f"{context}: expected {expected}")
+    id_text = id_text.strip()
+    if not (id_text.isascii() and id_text.isdigit()):
+        raise ConfigError(f"{context}: id {id_text!r} is not a non-negative integer")
+    return int(id_text), rest
 
 
 def parse_voters(text: str) -> dict[int, Endpoint]:
@@ -84,16 +104,10 @@ def parse_voters(text: str) -> dict[int, Endpoint]:
         if not entry:
             continue
         context = f"voter {entry!r}"
-        id_text, sep, address = entry.partition("@")
-        if not sep:
-            raise ConfigError(f"{context}: expected id@host:port")
-        id_text = id_text.strip()
-        if not (id_text.isascii() and id_text.isdigit()):
-            raise ConfigError(f"{context}: id {id_text!r} is not a non-negative integer")
-        voter_id = int(id_text)
+        voter_id, address = split_node_id(entry, context, "id@host:port")
         if voter_id in voters:
             raise ConfigError(f"{context}: voter id {voter_id} is listed twice")
-        voters[voter_id] = _parse_endpoint(address, context)
+        voters[voter_id] = parse_endpoint(address, context)
     if not voters:
         raise ConfigError(f"voters {text!r}: no voter (expected id@host:port,id@host:port,...)")
     return voters
@@ -102,7 +116,7 @@ def parse_voters(text: str) -> dict[int, Endpoint]:
 def parse_bootstrap_servers(text: str) -> list[Endpoint]:
     """Parse ``"host:port,host:port"`` (Kafka's ``controller.quorum.bootstrap.servers``)."""
     servers = [
-        _parse_endpoint(entry, f"bootstrap server {entry.strip()!r}")
+        parse_endpoint(entry, f"bootstrap server {entry.strip()!r}")
         for entry in text.split(",")
         if entry.strip()
     ]

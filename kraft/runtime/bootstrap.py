@@ -20,7 +20,7 @@ import datetime
 from pathlib import Path
 
 from kraft.common.uuids import uuid_from_text, uuid_to_text
-from kraft.config import ConfigError, Endpoint, _parse_endpoint
+from kraft.config import ConfigError, Endpoint, parse_endpoint, split_node_id
 from kraft.errors import StorageError
 from kraft.log.file import FileLog
 from kraft.log.meta_properties import (
@@ -73,16 +73,12 @@ def voter_node(node_id: int, directory_id: str, listener: Endpoint) -> VoterNode
 
 def _parse_one(entry: str) -> tuple[int, Endpoint, str]:
     context = f"initial controller {entry!r}"
-    id_text, sep, rest = entry.partition("@")
-    if not sep:
-        raise ConfigError(f"{context}: expected id@host:port:DIRECTORY_ID")
-    id_text = id_text.strip()
-    if not (id_text.isascii() and id_text.isdigit()):
-        raise ConfigError(f"{context}: id {id_text!r} is not a non-negative integer")
+    expected = "id@host:port:DIRECTORY_ID"
+    node_id, rest = split_node_id(entry, context, expected)
     address, sep, directory = rest.rpartition(":")
     if not sep or ":" not in address:
-        raise ConfigError(f"{context}: expected id@host:port:DIRECTORY_ID")
-    return int(id_text), _parse_endpoint(address, context), parse_directory_id(directory, context)
+        raise ConfigError(f"{context}: expected {expected}")
+    return node_id, parse_endpoint(address, context), parse_directory_id(directory, context)
 
 
 def parse_initial_controllers(text: str) -> VoterSet:

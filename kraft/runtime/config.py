@@ -50,8 +50,8 @@ from kraft.config import (
     ConfigError,
     Endpoint,
     QuorumConfig,
-    _parse_endpoint,
     parse_bootstrap_servers,
+    parse_endpoint,
     parse_voters,
 )
 from kraft.protocol.frame import DEFAULT_MAX_FRAME_SIZE, MAX_FRAME_SIZE_LIMIT
@@ -226,7 +226,7 @@ def _prometheus_endpoint(metrics_table: Mapping[str, Any]) -> Endpoint | None:
     _unknown(metrics_table, _METRICS_KEYS, "[metrics]")
     if "prometheus" not in metrics_table:
         return None
-    return _parse_endpoint(
+    return parse_endpoint(
         _expect(metrics_table["prometheus"], str, "metrics.prometheus"), "metrics.prometheus"
     )
 
@@ -243,7 +243,7 @@ def node_config_from_mapping(data: Mapping[str, Any], base_dir: Path) -> NodeCon
 
     listen = None
     if "listen" in data:
-        listen = _parse_endpoint(_expect(data["listen"], str, "listen"), "listen")
+        listen = parse_endpoint(_expect(data["listen"], str, "listen"), "listen")
     cluster_id = data.get("cluster_id")
     if cluster_id is not None:
         _expect(cluster_id, str, "cluster_id")
