@@ -22,7 +22,7 @@ heartbeats (KIP-595, KAFKA-16536):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from kraft.raft.states import NO_DEADLINE, ReplicaKey
@@ -100,13 +100,7 @@ class LeaderState(Generic[T]):
                 state = observers.pop(key.id, None)
             if state is None or not state.key.matches(key):
                 state = ReplicaState(key)
-            self.voter_states[key.id] = ReplicaState(
-                key,
-                state.end_offset,
-                state.last_fetch_timestamp_ms,
-                state.last_caught_up_timestamp_ms,
-                state.leader_end_at_last_fetch,
-            )
+            self.voter_states[key.id] = replace(state, key=key)  # the set's key: directory id
         for replica_id, state in old.items():
             observers[replica_id] = state  # removed voters are observers from now on
         self.fetched_voters &= set(voter_set.ids)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import bisect
 import logging
 from collections.abc import Sequence
+from typing import Generic, TypeVar
 
 from kraft.errors import CorruptRecordError
 from kraft.log.api import OffsetAndEpoch, ReplicatedLog
@@ -58,25 +59,28 @@ BOOTSTRAP_SNAPSHOT_ID = OffsetAndEpoch(0, 0)
 _SNAPSHOT_READ_BYTES = 64 * 1024
 
 
-class _Timeline:
+V = TypeVar("V")
+
+
+class _Timeline(Generic[V]):
     """Values by offset: the value in force at an offset is the last one at or below it."""
 
     __slots__ = ("_offsets", "_values")
 
     def __init__(self) -> None:
         self._offsets: list[int] = []
-        self._values: list[object] = []
+        self._values: list[V] = []
 
-    def add(self, offset: int, value: object) -> None:
+    def add(self, offset: int, value: V) -> None:
         if self._offsets and offset <= self._offsets[-1]:
             raise ValueError(f"history entry at {offset} is not after {self._offsets[-1]}")
         self._offsets.append(offset)
         self._values.append(value)
 
-    def last(self) -> tuple[int, object] | None:
+    def last(self) -> tuple[int, V] | None:
         return (self._offsets[-1], self._values[-1]) if self._offsets else None
 
-    def at(self, offset: int) -> object | None:
+    def at(self, offset: int) -> V | None:
         index = bisect.bisect_right(self._offsets, offset)
         return self._values[index - 1] if index else None
 
@@ -109,8 +113,8 @@ class VoterHistory:
 
     def __init__(self, static_voters: VoterSet) -> None:
         self.static_voters = static_voters
-        self._voters = _Timeline()
-        self._versions = _Timeline()
+        self._voters: _Timeline[VoterSet] = _Timeline()
+        self._versions: _Timeline[int] = _Timeline()
         #: The next log offset to read; -1 until the first sync.
         self._next_offset = -1
         #: How many times the voter set or kraft.version changed (for whoever must react).
@@ -121,7 +125,7 @@ class VoterHistory:
     def last_voter_set(self) -> VoterSet:
         """The latest voter set in the log (committed or not), else the static one."""
         last = self._voters.last()
-        return self.static_voters if last is None else _as_voters(last[1])
+        return self.static_voters if last is None else last[1]
 
     @property
     def last_voter_set_offset(self) -> int | None:
@@ -133,7 +137,7 @@ class VoterHistory:
     def kraft_version(self) -> int:
         """The latest ``kraft.version`` in the log (0 without a ``KRaftVersionRecord``)."""
         last = self._versions.last()
-        return 0 if last is None else int(_as_int(last[1]))
+        return 0 if last is None else last[1]
 
     @property
     def next_offset(self) -> int:
@@ -142,11 +146,11 @@ class VoterHistory:
     def voter_set_at(self, offset: int) -> VoterSet:
         """The voter set in force at log offset ``offset`` (its record at or below it)."""
         value = self._voters.at(offset)
-        return self.static_voters if value is None else _as_voters(value)
+        return self.static_voters if value is None else value
 
     def kraft_version_at(self, offset: int) -> int:
         value = self._versions.at(offset)
-        return 0 if value is None else _as_int(value)
+        return 0 if value is None else value
 
     def snapshot_control_messages(self, snapshot_id: OffsetAndEpoch) -> list[ControlMessage]:
         """What a snapshot at ``snapshot_id`` writes after its header: under ``kraft.version``
@@ -285,23 +289,13 @@ class VoterHistory:
         return changed
 
     @staticmethod
-    def _set(timeline: _Timeline, offset: int, value: object) -> bool:
+    def _set(timeline: _Timeline[V], offset: int, value: V) -> bool:
         last = timeline.last()
         if last is not None and last[0] >= offset:
             timeline.truncate_new(offset)  # a re-read of the same offsets replaces them
             last = timeline.last()
         timeline.add(offset, value)
         return last is None or last[1] != value
-
-
-def _as_voters(value: object) -> VoterSet:
-    assert isinstance(value, VoterSet)
-    return value
-
-
-def _as_int(value: object) -> int:
-    assert isinstance(value, int)
-    return value
 
 
 def _snapshot_control_messages(
