@@ -506,6 +506,8 @@ class LogBase(ABC):
         self._high_watermark = latest.offset
         self._forget_snapshots_before(latest)
         logger.info("log truncated to snapshot %s", latest)
+        # A replica repairing itself may catch up through the snapshot alone.
+        self._check_repaired()
         return True
 
     def _holds_prefix_of(self, snapshot_id: OffsetAndEpoch) -> bool:

@@ -206,6 +206,28 @@ def test_a_log_past_0_without_its_snapshot_starts_over_from_0(
         assert log.repair_target == OffsetAndEpoch(20, 1)
 
 
+@pytest.mark.parametrize("snapshot_end", [20, 26])
+def test_a_downloaded_snapshot_that_reaches_the_repair_target_repairs_the_log(
+    tmp_path: Path, snapshot_end: int
+) -> None:
+    """A replica that started over may catch up through the leader's snapshot alone (the
+    leader snapshotted past everything it had): truncating to that snapshot repairs it."""
+    directory = tmp_path / "log"
+    log = snapshot_log(directory)
+    log.delete_before_snapshot(OffsetAndEpoch(12, 1))
+    log.close()
+    snapshot_path(directory, OffsetAndEpoch(12, 1)).unlink()
+    with FileLog.open(directory, segment_bytes=1024) as log:
+        assert log.repair_target == OffsetAndEpoch(20, 1)
+        freeze(log.create_new_snapshot_unchecked(OffsetAndEpoch(18, 1)))
+        assert log.truncate_to_latest_snapshot()
+        assert log.repair_target == OffsetAndEpoch(20, 1)  # (1, 18) is still behind (1, 20)
+        freeze(log.create_new_snapshot_unchecked(OffsetAndEpoch(snapshot_end, 1)))
+        assert log.truncate_to_latest_snapshot()
+        assert log.repair_target is None
+    assert not (directory / "repair-target").exists()
+
+
 # -- the quorum-state file (issue 17, hole 7) --------------------------------------------------
 
 
