@@ -287,7 +287,7 @@ class Embedding(Generic[T]):
         for transfer in self._transfers:
             transfer.future.set_exception(closed)
         self._transfers = []
-        self.reads.leadership_lost(self._quorum.epoch)
+        self.reads.fail_all(closed)
 
     # -- the leader's side of forwarded calls -----------------------------------------------
     def handle_forward_append(
