@@ -9,6 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from kraft import StrSerde
+from kraft.common.uuids import ZERO_UUID
 from kraft.errors import (
     BufferAllocationError,
     IllegalStateError,
@@ -189,7 +190,7 @@ def test_a_forwarded_batch_the_serde_cannot_read_is_refused() -> None:
     assert leader is not None
     request = ForwardAppendRequest(records=(b"\xff\xfe not utf-8",), timeout_ms=1000)
     now = cluster.clock.now_ms()
-    cluster.queues[leader].add(InboundRequest(1, ADMIN_ID, None, None, request, now))
+    cluster.queues[leader].add(InboundRequest(1, ADMIN_ID, ZERO_UUID, None, request, now))
     cluster.run_for(10)
     answer = cluster.admin_responses[1]
     assert isinstance(answer, ForwardAppendResponse)
