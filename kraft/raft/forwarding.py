@@ -139,6 +139,9 @@ class Forwarder:
                 )
                 continue
             keep.append(call)
+            if call.records is None and call.destination not in (None, leader):
+                self._forget(call)  # a read is safe to ask again of the leader named since
+                call.destination = None
             if call.correlation_id is None:
                 if leader is None or leader == local_id or now_ms < call.not_before_ms:
                     timeout = min(timeout, RETRY_BACKOFF_MS)
