@@ -112,6 +112,10 @@ class Forwarder:
             self._calls.append(_Call(future, deadline_ms, records, size))
         return future
 
+    @property
+    def is_idle(self) -> bool:
+        return not self._calls
+
     def read_barrier(self, deadline_ms: int) -> RaftFuture[int]:
         future: RaftFuture[int] = RaftFuture()
         self._calls.append(_Call(future, deadline_ms, None, 0))
