@@ -42,7 +42,7 @@ from typing import Literal, NamedTuple
 
 import msgspec
 
-__all__ = ["CheckResult", "Operation", "check_history", "check_key"]
+__all__ = ["CheckResult", "OpKind", "Operation", "check_history", "check_key"]
 
 #: The operations of the register: ``put(key, value) -> None``, ``get(key) -> value | None``,
 #: ``cas(key, expected, value) -> bool`` (True if it swapped; ``expected=None`` means "the key

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kraft.simulation.linearizability import Operation, check_history, check_key
+from kraft.simulation.linearizability import Operation, OpKind, check_history, check_key
 
 
 def put(key: str, value: str, start: int, end: int | None, client: int = 0) -> Operation:
@@ -223,7 +223,7 @@ class Step:
     """One operation of a sequential execution, with how its interval stretches around its
     linearization point and whether its client learned the outcome."""
 
-    kind: str
+    kind: OpKind
     key: str
     value: str
     expected: str | None
@@ -255,29 +255,28 @@ def history_of(execution: list[Step]) -> list[Operation]:
     for index, step in enumerate(execution):
         at = 10 * index + 100
         current = state.get(step.key)
-        end = None if step.unknown else at + step.after
         applied = not step.unknown or step.took_effect
-        common = {"client": index, "key": step.key, "invoke_ms": at - step.before}
-        if step.kind == "put":
+        result: str | bool | None = None
+        if step.kind == "get":
+            result = current
+        elif step.kind == "put" or current == step.expected:
+            result = True if step.kind == "cas" else None
             if applied:
                 state[step.key] = step.value
-            ops.append(Operation(op="put", value=step.value, complete_ms=end, **common))
-        elif step.kind == "get":
-            ops.append(Operation(op="get", result=current, complete_ms=end, **common))
         else:
-            swapped = current == step.expected
-            if applied and swapped:
-                state[step.key] = step.value
-            ops.append(
-                Operation(
-                    op="cas",
-                    expected=step.expected,
-                    value=step.value,
-                    result=None if step.unknown else swapped,
-                    complete_ms=end,
-                    **common,
-                )
+            result = False
+        ops.append(
+            Operation(
+                client=index,
+                op=step.kind,
+                key=step.key,
+                value=None if step.kind == "get" else step.value,
+                expected=step.expected if step.kind == "cas" else None,
+                result=None if step.unknown else result,
+                invoke_ms=at - step.before,
+                complete_ms=None if step.unknown else at + step.after,
             )
+        )
     return ops
 
 
