@@ -75,6 +75,15 @@ _DETAILS_DDL = ", ".join(
         "faults: INT",
         # voter_change_requested, voter_change_answered (and `error`, above)
         "change: STRING",
+        # op_invoked, op_completed (the kv workload; and `error`, above)
+        "client: INT",
+        "op: STRING",
+        "`key`: STRING",
+        "written: STRING",
+        "expected: STRING",
+        "outcome: STRING",
+        "`read`: STRING",
+        "swapped: BOOLEAN",
         # snapshot_created, snapshot_loaded
         "snapshot_epoch: INT",
         "value: BIGINT",

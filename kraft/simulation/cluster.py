@@ -44,6 +44,7 @@ from kraft.protocol.messages import AddRaftVoterRequest, RemoveRaftVoterRequest
 from kraft.protocol.messages import Endpoint as Listener
 from kraft.raft.channel import DequeMessageQueue
 from kraft.raft.client import KafkaRaftClient
+from kraft.raft.futures import RaftFuture
 from kraft.raft.listeners import Batch
 from kraft.raft.states import NO_DEADLINE, ReplicaKey
 from kraft.raft.voter_history import write_bootstrap_checkpoint
@@ -53,6 +54,7 @@ from kraft.simulation.admin import AdminClient, VoterChange
 from kraft.simulation.events import Event, EventLog
 from kraft.simulation.faults import FaultInjection, FaultRecord
 from kraft.simulation.invariants import InvariantChecker, Violation
+from kraft.simulation.kv_workload import KvWorkload
 from kraft.simulation.network import LinkConfig, SimNetwork
 from kraft.simulation.node import (
     ReplicatedCounter,
@@ -61,6 +63,7 @@ from kraft.simulation.node import (
     sim_endpoint,
     top_leader,
 )
+from kraft.simulation.operations import ClientOperations
 from kraft.simulation.routing import MessageRouter, Transit
 
 __all__ = [
@@ -133,7 +136,7 @@ def sim_config(voter_ids: Iterable[int], base: QuorumConfig | None = None) -> Qu
     return replace(base, voters=voters)
 
 
-class Cluster(FaultInjection):
+class Cluster(FaultInjection, ClientOperations):
     """A simulated quorum: ``voters`` voters (ids 1..voters) and ``observers`` observers
     (the ids after), all started. See docs/simulation.md for the whole API.
 
@@ -238,8 +241,13 @@ class Cluster(FaultInjection):
             self.nodes, initial_voters, self.clock, self.network, bootstrap
         )
         self._shutdowns: dict[int, Any] = {}
+        #: Futures of client calls pending on each node (failed if it goes down).
+        self._pending: dict[int, dict[int, RaftFuture[Any]]] = {}
+        self._pending_seq = 0
         self._workload_generation = 0
         self.workload_rate = 0.0
+        #: The kv workload, once started; :meth:`validate` checks its history.
+        self.kv_workload: KvWorkload | None = None
         self._closed = False
         # kraft.version 0 logs stay byte for byte what they were before KIP-853.
         shape = {"voters": voters, "observers": observers}
@@ -528,6 +536,7 @@ class Cluster(FaultInjection):
         self._shutdowns.pop(node.node_id, None)
         self.checker.node_reset(node.node_id, wiped=False)
         self._emit_node(node, "state_changed", details={"from_role": how})
+        self._fail_pending(node)
 
     def _finish_shutdown(self, node: SimNode) -> None:
         client = node.client
@@ -795,6 +804,15 @@ class Cluster(FaultInjection):
         self.workload_rate = 0.0
         self.checker.workload(False)
 
+    def start_kv_workload(self, **options: Any) -> KvWorkload:
+        """Start the kv workload's clients (``options``: :class:`KvWorkload`'s); at the end
+        :meth:`validate` checks that what they saw is linearizable."""
+        if self.kv_workload is not None:
+            raise SimulationError("a cluster runs one kv workload")
+        self.kv_workload = KvWorkload(self, **options)
+        self.kv_workload.start()
+        return self.kv_workload
+
     # =========================================================================================
     # The end
     # =========================================================================================
@@ -802,6 +820,8 @@ class Cluster(FaultInjection):
         """The end-of-run checks; every violation of the whole run."""
         leader_id = self.leader()
         problems = self.checker.validate(None if leader_id is None else self.nodes[leader_id])
+        if self.kv_workload is not None:
+            problems += self.kv_workload.problems()
         self._emit(
             "invariants_checked",
             details={

@@ -46,6 +46,8 @@ KINDS: dict[str, str] = {
     "run_error": "the run raised (a livelock, a scenario bug): the error in details",
     "voter_change_requested": "the admin asked leader `peer` to add or remove voter `node`",
     "voter_change_answered": "the admin got the answer to a voter change (error in details)",
+    "op_invoked": "a kv client invoked an operation through the node (client, op, key in details)",
+    "op_completed": "a kv client's operation completed (outcome, result or error in details)",
 }
 
 

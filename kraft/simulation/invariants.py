@@ -40,6 +40,8 @@ stays cheap. Names, as they appear in reports and in the event log:
                             holds the voter set committed at its offset
 ``removed_never_leads``     (kraft.version 1) a node that becomes leader is a voter of its
                             log's latest set, and not one whose removal committed
+``linearizable``            (the kv workload) at the end, the history its clients saw admits
+                            a linearization (``kraft.simulation.linearizability``)
 ``availability``            while the workload runs and a majority of the voters is healthy
                             (running, not paused, not under repair) and connected (no cut,
                             lossy or slow link between them), the quorum commits something new
@@ -100,6 +102,7 @@ INVARIANTS = (
     "voters_one_uncommitted",
     "voters_durable",
     "removed_never_leads",
+    "linearizable",
 )
 
 #: How long a healthy, connected majority may go without committing anything new while the

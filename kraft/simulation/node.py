@@ -1,6 +1,8 @@
 """A simulated node: a real ``KafkaRaftClient`` over a ``MemoryLog``, an in-memory quorum-state
 store, a :class:`~kraft.raft.memory_channel.MemoryChannel` (the cluster routes what it
-holds after each poll), and the replicated counter as its state machine.
+holds after each poll), and its state machines: the replicated counter and, beside it, the
+key-value map of the kv workload (:class:`~kraft.kv.KvStateMachine`), both in one listener so
+that one snapshot holds both.
 
 The log and the store are the node's *disk*: they outlive the client. A kill drops the client
 and crashes the log (losing what was not flushed); a restart builds a new client over the same
@@ -18,6 +20,7 @@ import msgspec
 
 from kraft.config import Endpoint
 from kraft.errors import CorruptRecordError, NotLeaderError
+from kraft.kv import KvCommand, KvSerde, KvStateMachine
 from kraft.log.base import SnapshotRetention
 from kraft.log.memory import MemoryLog
 from kraft.log.quorum_state import MemoryQuorumStateStore
@@ -56,19 +59,24 @@ class CounterIncrement(NamedTuple):
 _INCREMENT = struct.Struct(">bq")
 _TAG_VALUE = 0
 _TAG_INCREMENT = 1
+_TAG_KV = 2
 
 
 class SimSerde:
-    """Records of the simulation: a :class:`CounterIncrement`, or any msgpack-able value
-    (what :meth:`Cluster.append` is given). One tag byte tells them apart."""
+    """Records of the simulation: a :class:`CounterIncrement`, a :class:`~kraft.kv.KvCommand`,
+    or any msgpack-able value (what :meth:`Cluster.append` is given). One tag byte tells them
+    apart."""
 
     __slots__ = ()
     _encoder = msgspec.msgpack.Encoder()
     _decoder = msgspec.msgpack.Decoder()
+    _kv = KvSerde()
 
     def encode(self, value: Any) -> bytes:
         if type(value) is CounterIncrement:
             return _INCREMENT.pack(_TAG_INCREMENT, value.value)
+        if type(value) is KvCommand:
+            return b"\x02" + self._kv.encode(value)
         return b"\x00" + self._encoder.encode(value)
 
     def decode(self, data: bytes | memoryview) -> Any:
@@ -82,12 +90,15 @@ class SimSerde:
                 return self._decoder.decode(data[1:])
             except msgspec.DecodeError as exc:
                 raise CorruptRecordError(f"bad simulation record: {exc}") from exc
+        if tag == _TAG_KV:
+            return self._kv.decode(data[1:])
         raise CorruptRecordError(f"unknown simulation record tag {tag}")
 
 
 class ReplicatedCounter(Listener[Any]):
     """Kafka's ``ReplicatedCounter``: the leader appends ``uncommitted + 1``; every replica
-    checks that committed increments are consecutive. It also keeps every committed record.
+    checks that committed increments are consecutive. It also keeps every committed record,
+    and applies the kv commands to :attr:`kv` (its snapshots hold the map too).
 
     The leader may append only after ``handle_leader_change`` named it (so it has seen every
     earlier commit). Every ``snapshot_every`` committed offsets it writes a snapshot (its value)
@@ -106,6 +117,7 @@ class ReplicatedCounter(Listener[Any]):
     ) -> None:
         self.node_id = node_id
         self.committed: list[Any] = []
+        self.kv = KvStateMachine()
         self.value = 0
         self.uncommitted = 0
         self.writable_epoch = -1
@@ -127,8 +139,10 @@ class ReplicatedCounter(Listener[Any]):
                         f"{batch.last_offset} after offset {self.last_offset}",
                     )
                 self.last_offset = batch.last_offset
-                for record in batch.records:
-                    if type(record) is CounterIncrement:
+                for offset, record in enumerate(batch.records, start=batch.base_offset):
+                    if type(record) is KvCommand:
+                        self.kv.apply(offset, record)
+                    elif type(record) is CounterIncrement:
                         if record.value != self.value + 1:
                             self._on_problem(
                                 "counter",
@@ -157,6 +171,9 @@ class ReplicatedCounter(Listener[Any]):
             return  # the log starts past it already (a downloaded snapshot), or it exists
         with writer:
             writer.append([CounterIncrement(self.value)])
+            kv = list(self.kv.snapshot_records())
+            if kv:
+                writer.append(kv)
             writer.freeze()
         if self._on_snapshot is not None:
             self._on_snapshot("created", snapshot_id, self.value)
@@ -164,11 +181,14 @@ class ReplicatedCounter(Listener[Any]):
     def handle_load_snapshot(self, reader: SnapshotReaderLike[Any]) -> None:
         snapshot_id = reader.snapshot_id
         value = 0
+        kv: list[KvCommand] = []
         try:
             for batch in reader:
                 for record in batch.records:
                     if type(record) is CounterIncrement:
                         value = record.value
+                    elif type(record) is KvCommand:
+                        kv.append(record)
         finally:
             reader.close()
         if self.writable_epoch != -1:
@@ -180,6 +200,8 @@ class ReplicatedCounter(Listener[Any]):
         self.value = self.uncommitted = value
         self.last_offset = self.last_snapshot_offset = snapshot_id.offset - 1
         self.committed = []
+        self.kv.reset()
+        self.kv.load_snapshot(kv)
         if self._on_snapshot is not None:
             self._on_snapshot("loaded", snapshot_id, value)
 
@@ -313,6 +335,11 @@ class SimNode:
         """Records this node's listener received, in offset order, since it started or last
         loaded a snapshot."""
         return [] if self.counter is None else self.counter.committed
+
+    @property
+    def kv(self) -> KvStateMachine | None:
+        """The node's key-value map (what its listener applied), or None while it is down."""
+        return None if self.client is None or self.counter is None else self.counter.kv
 
     @property
     def counter_value(self) -> int:

@@ -47,6 +47,17 @@ DETAILS: dict[str, list[set[str]] | None] = {
     "run_error": [{"error"}],
     "voter_change_requested": [{"change"}],
     "voter_change_answered": [{"change", "error"}],
+    "op_invoked": [
+        {"client", "op", "key"},
+        {"client", "op", "key", "written"},
+        {"client", "op", "key", "written", "expected"},
+    ],
+    "op_completed": [
+        {"client", "op", "key", "outcome"},
+        {"client", "op", "key", "outcome", "read"},
+        {"client", "op", "key", "outcome", "swapped"},
+        {"client", "op", "key", "outcome", "error"},
+    ],
 }
 FAULT_DETAILS = {
     "partition": {"groups"},

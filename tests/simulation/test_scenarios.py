@@ -49,6 +49,11 @@ CI_SEEDS = {
     "add_voter_during_partition": 0,
     "grow_standalone_to_five": 0,
     "change_during_failover": 0,
+    # The kv workload: 25 seeds each in test_kv.py's sweep.
+    "kv_partitions": 0,
+    "kv_crashes": 0,
+    "kv_leader_transfers": 0,
+    "kv_nemesis": 0,
 }
 CI_BLOCK = 10
 #: Seeds per scenario in ``make test-slow`` (from ``SLOW_FIRST_SEED``), per test.
