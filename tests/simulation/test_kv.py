@@ -24,13 +24,6 @@ SIMULATIONS = Path(__file__).resolve().parents[2] / "simulations"
 KV_SCENARIOS = ("kv_partitions", "kv_crashes", "kv_leader_transfers", "kv_nemesis")
 
 
-#: The core's Forwarder sends a forwarded append again after the leader answered it (the call
-#: stays in its list while the future waits for local delivery), so the batch commits twice.
-FORWARDED_TWICE = pytest.mark.xfail(
-    strict=True, reason="core: a forwarded append is sent again after its answer, commits twice"
-)
-
-
 def elected(cluster: Cluster) -> int:
     assert cluster.run_until(lambda: cluster.leader() is not None, 10_000)
     leader = cluster.leader()
@@ -41,7 +34,6 @@ def elected(cluster: Cluster) -> int:
 # ---------------------------------------------------------------------------------------------
 # Client operations
 # ---------------------------------------------------------------------------------------------
-@FORWARDED_TWICE
 def test_a_write_through_any_node_commits_once_and_a_barrier_covers_it() -> None:
     cluster = Cluster(seed=1, voters=3, observers=1)
     leader = elected(cluster)
@@ -242,7 +234,6 @@ def test_a_non_linearizable_history_is_a_violation_with_the_replay_command() -> 
 SWEEP_SEEDS = range(1, 26)
 
 
-@FORWARDED_TWICE
 def test_the_kv_sweep_has_no_violation(tmp_path: Path) -> None:
     """The kv scenarios over 100 seeds, two worker processes: linearizable histories, no
     violation, no failed expectation, no error."""
