@@ -49,7 +49,7 @@ CI_SEEDS = {
     "add_voter_during_partition": 0,
     "grow_standalone_to_five": 0,
     "change_during_failover": 0,
-    # The kv workload: 25 seeds each in test_kv.py's sweep.
+    # The kv workload: 25 seeds each in test_kv_workload.py's sweep.
     "kv_partitions": 0,
     "kv_crashes": 0,
     "kv_leader_transfers": 0,
