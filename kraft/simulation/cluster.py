@@ -542,6 +542,7 @@ class Cluster(FaultInjection, ClientOperations):
         client = node.client
         assert client is not None
         node.remember_voters()
+        self._fail_pending(node)  # before close() fails them its own way: one error for both
         client.close()  # flushes the log
         self._stop(node, "shutdown")
 

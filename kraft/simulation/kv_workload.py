@@ -53,7 +53,8 @@ Problems = list[tuple[str, tuple[int, ...], str]]
 class _Client:
     client_id: int
     ops: int = 0
-    busy: bool = False
+    #: The operation it waits for, if any.
+    pending: Operation | None = None
 
 
 class KvWorkload:
@@ -93,7 +94,7 @@ class KvWorkload:
     @property
     def idle(self) -> bool:
         """No client has an operation pending."""
-        return not any(client.busy for client in self.clients)
+        return all(client.pending is None for client in self.clients)
 
     def start(self) -> None:
         self._running = True
@@ -111,7 +112,10 @@ class KvWorkload:
         return [("linearizable", (), _explain(result))]
 
     def check(self) -> CheckResult:
-        return check_history(self.history)
+        """The checker's verdict on :attr:`history` and on the operations still pending (their
+        outcome unknown)."""
+        pending = [c.pending for c in self.clients if c.pending is not None]
+        return check_history(self.history + pending)
 
     # -- one operation --------------------------------------------------------------------
     def _think(self, client: _Client) -> None:
@@ -134,8 +138,8 @@ class KvWorkload:
         expected = None
         if kind == "cas":
             expected = self._seen[key] if rng.random() < 0.8 else None
-        self._seen[key] = value if value is not None else self._seen[key]
-        client.busy = True
+        if value is not None:
+            self._seen[key] = value
         invoked = cluster.now_ms
         details: dict[str, Any] = {"client": client.client_id, "op": kind, "key": key}
         if value is not None:
@@ -152,6 +156,7 @@ class KvWorkload:
             value=value,
             expected=expected,
         )
+        client.pending = op
         if kind == "get":
             if self.reads == "local":
                 self._read(client, op, node_id, -1)
@@ -261,7 +266,7 @@ class KvWorkload:
             )
         elif outcome == "unknown":
             self.history.append(op)
-        client.busy = False
+        client.pending = None
         self._think(client)
 
 

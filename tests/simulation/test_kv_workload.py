@@ -74,7 +74,8 @@ def test_a_call_to_a_down_node_fails_at_once_and_changes_nothing() -> None:
     assert "x" not in cluster.node(leader).committed
 
 
-def test_calls_pending_on_a_node_that_goes_down_fail_as_unknown() -> None:
+@pytest.mark.parametrize("how", ["kill", "shutdown"])
+def test_calls_pending_on_a_node_that_goes_down_fail_as_unknown(how: str) -> None:
     cluster = Cluster(seed=3, voters=3)
     leader = elected(cluster)
     follower = next(i for i in cluster.voter_ids if i != leader)
@@ -83,7 +84,11 @@ def test_calls_pending_on_a_node_that_goes_down_fail_as_unknown() -> None:
     barrier = cluster.read_barrier(follower, timeout_ms=60_000)
     cluster.run_for(100)
     assert not write.done() and not barrier.done()
-    cluster.kill(follower)
+    if how == "kill":
+        cluster.kill(follower)
+    else:
+        cluster.shutdown(follower)
+        assert cluster.run_until(lambda: not cluster.node(follower).running, 5_000)
     for call in (write, barrier):
         assert isinstance(call.exception(), NodeCrashedError)
     cluster.heal()
