@@ -21,13 +21,23 @@ Knossos and Porcupine:
   polynomial.
 - **Unknown outcomes.** An operation whose outcome the client never learned (a timeout after
   which a write may or may not have taken effect) has ``complete_ms = None``: it may take
-  effect at any instant after its invocation, or never. Its return is placed after every
-  event; "never" is the same as "after everything", since nothing observes it then. A get
+  effect at any instant after its invocation, or never: it has no return event, and the
+  search succeeds once every known operation is linearized ("never" is the same as "after
+  everything", since nothing observes it then). A get
   with an unknown outcome constrains nothing and is dropped; failures that definitely did not
   take effect (``NotLeaderError``) are for the caller to leave out of the history.
+- **Unknown outcomes, cheaply.** Unknown operations of the same kind, value and expected
+  value are interchangeable, values that no operation observes are merged into one, and an
+  unknown operation is tried only after the known ones and only where it changes the value;
+  configurations are memoized up to dominance (:func:`_search`).
 - **Bounded.** The search may be exponential on adversarial histories (many concurrent
-  writes of the same value with unknown outcomes). Each key's search stops after
-  ``max_steps`` steps and the result is then ``"unknown"``, never a hang.
+  operations on one key, few distinct values, many unknown outcomes), and proving a
+  violation costs more than accepting a linearizable history: every configuration before
+  the violation is explored. Each key's search stops after ``max_steps`` steps (a step takes
+  about a microsecond; the default, 5 million, bounds a key to seconds and ~100 MB) and the
+  result is then ``"unknown"``, never a hang. Measured on one core: 3,000 operations of 5
+  clients over 5 keys with 5% unknown outcomes check in 0.03 s; 3,000 operations of 10
+  clients on one key in about 1 s (1.4 million steps).
 
 A violation is explained by a small sub-history of the key at fault: the operations left
 after removing, one at a time, every operation whose removal keeps the history
@@ -51,8 +61,9 @@ OpKind = Literal["put", "get", "cas"]
 
 Outcome = Literal["ok", "violation", "unknown"]
 
-#: Steps (events visited) a key's search may take before it gives up as "unknown".
-DEFAULT_MAX_STEPS = 2_000_000
+#: Steps (events and unknown classes visited) a key's search may take before it gives up as
+#: "unknown"; shrinking a violation's explanation gets as many again.
+DEFAULT_MAX_STEPS = 5_000_000
 
 
 class Operation(msgspec.Struct, frozen=True, kw_only=True):
@@ -254,7 +265,13 @@ def _search(  # noqa: PLR0912, PLR0915 -- the hot loop; in calls it ran half as 
     (:func:`_unobserved_merged`). At each configuration the known calls are tried first, then
     the unknown ones invoked before the first pending return (an order, for speed).
     """
-    ops = [op for op in ops if not (op.op == "get" and op.complete_ms is None)]
+    # The known operations first, in the order of their returns: the ones linearized are
+    # then all those before the first pending one, p, and a few after it, so (p, the bits
+    # above p) is a small key for the memo where the set itself would take n bits.
+    ops = sorted(
+        (op for op in ops if not (op.op == "get" and op.complete_ms is None)),
+        key=lambda op: (op.complete_ms is None, op.complete_ms or 0, op.invoke_ms),
+    )
     if not ops:
         return _Search("ok", 0, [])
     model = _unobserved_merged(ops)
@@ -269,7 +286,7 @@ def _search(  # noqa: PLR0912, PLR0915 -- the hot loop; in calls it ran half as 
     pending_known = len(ops) - sum(map(len, members))
     # Per (known set, state): the unknown counts explored with it (Lowe's memoization, up to
     # dominance: see the docstring).
-    seen: dict[tuple[int, str | None], list[int]] = {}
+    seen: dict[tuple[int, int, str | None], list[int]] = {}
     # (known call node or 0, state before, frontier, unknown class or -1)
     stack: list[tuple[int, str | None, int, int]] = []
     node = nxt[0]
@@ -289,11 +306,13 @@ def _search(  # noqa: PLR0912, PLR0915 -- the hot loop; in calls it ran half as 
             i = op_of[node]
             legal, after = _legal(model[i], state)
             if legal:
-                explored = seen.setdefault((known | (1 << i), after), [])
+                next_known = known | (1 << i)
+                first = (~next_known & (next_known + 1)).bit_length() - 1
+                explored = seen.setdefault((first, next_known >> first, after), [])
                 if not any(at_most(u, counts) for u in explored):
                     explored.append(counts)
                     stack.append((node, state, frontier, -1))
-                    known |= 1 << i
+                    known = next_known
                     state = after
                     pending_known -= 1
                     events.lift(node)
@@ -320,7 +339,8 @@ def _search(  # noqa: PLR0912, PLR0915 -- the hot loop; in calls it ran half as 
             if k < len(members[cls]) and call_node[members[cls][k]] < frontier:
                 _, after = _legal(model[members[cls][k]], state)
                 if after != state:
-                    explored = seen.setdefault((known, after), [])
+                    first = (~known & (known + 1)).bit_length() - 1
+                    explored = seen.setdefault((first, known >> first, after), [])
                     next_counts = counts + unit[cls]
                     if not any(at_most(u, next_counts) for u in explored):
                         explored.append(next_counts)
