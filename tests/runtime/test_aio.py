@@ -17,17 +17,19 @@ from kraft.errors import IllegalStateError, LeaderTransferError
 from kraft.log.meta_properties import format_storage, random_uuid
 from kraft.raft.listeners import Batch
 from kraft.record.serde import StrSerde
+from kraft.runtime.processes import free_ports
 
 TIMEOUT_S = 30.0
 
 
 @pytest.fixture
 def config_file(tmp_path: Path) -> Path:
-    """A formatted lone voter: it elects itself; port 0, as nobody dials it."""
+    """A formatted lone voter: it elects itself."""
     format_storage(tmp_path / "node-1", random_uuid(), node_id=1)
     path = tmp_path / "node-1.toml"
+    (port,) = free_ports(1)
     path.write_text(
-        'node_id = 1\ndata_dir = "node-1"\nvoters = "1@127.0.0.1:0"\n'
+        f'node_id = 1\ndata_dir = "node-1"\nvoters = "1@127.0.0.1:{port}"\n'
         "[quorum]\nappend_linger_ms = 0\n"
     )
     return path
