@@ -20,9 +20,11 @@ __all__ = [
     "IllegalStateError",
     "InvalidAppendError",
     "KraftError",
+    "LeaderTransferError",
     "LogDirectoryError",
     "MetaPropertiesError",
     "NotLeaderError",
+    "OperationTimeoutError",
     "QuorumStateError",
     "RecordBatchTooLargeError",
     "StorageError",
@@ -79,9 +81,29 @@ class IllegalStateError(KraftError, RuntimeError):
 
 
 class NotLeaderError(KraftError):
-    """The call needs the leader of the given epoch, and this replica is not (or no longer) it."""
+    """The call needs the leader of the given epoch, and this replica is not (or no longer) it.
+
+    ``leader_id`` and ``epoch`` are the leader this replica knows of, when it knows one: where
+    to retry. A commit future fails with this error only when its batch did not commit.
+    """
 
     error_code = 6  # NOT_LEADER_OR_FOLLOWER
+
+    def __init__(self, message: str, *, leader_id: int | None = None, epoch: int = -1) -> None:
+        super().__init__(message)
+        self.leader_id = leader_id
+        self.epoch = epoch
+
+
+class OperationTimeoutError(KraftError, TimeoutError):
+    """A commit, read barrier or leader transfer had no outcome within its timeout. For a
+    write the outcome is unknown: the batch may still commit."""
+
+    error_code = 7  # REQUEST_TIMED_OUT
+
+
+class LeaderTransferError(KraftError):
+    """``transfer_leadership`` refused: the target is not another voter that has caught up."""
 
 
 class BufferAllocationError(KraftError):

@@ -168,6 +168,9 @@ class ReplicatedLog(Protocol):
     def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch:
         """The largest epoch ``<= epoch`` in the log and the offset where it ends (exclusive)."""
 
+    def epoch_at(self, offset: int) -> int | None:
+        """The epoch of the record at ``offset``; None outside ``[log start, log end)``."""
+
     def validate_offset_and_epoch(self, offset: int, epoch: int) -> ValidOffsetAndEpoch:
         """Whether a fetcher at ``(offset, epoch)`` agrees with this log (Kafka's
         ``ReplicatedLog.validateOffsetAndEpoch``)."""

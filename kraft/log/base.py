@@ -435,6 +435,11 @@ class LogBase(ABC):
             return None
         return self._new_snapshot_writer(snapshot_id)
 
+    def epoch_at(self, offset: int) -> int | None:
+        if not self.log_start_offset <= offset < self.log_end_offset:
+            return None
+        return self._epoch_at(offset)
+
     def _epoch_at(self, offset: int) -> int:
         return self._epochs.epoch_at(offset, self._start_epoch())
 

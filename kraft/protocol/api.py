@@ -25,6 +25,8 @@ from kraft.common.uuids import ONE_UUID
 __all__ = [
     "ADD_RAFT_VOTER_VERSION",
     "API_VERSIONS_VERSION",
+    "KRAFT_FORWARD_APPEND_VERSION",
+    "KRAFT_READ_INDEX_VERSION",
     "KRAFT_VERSION_FEATURE",
     "REMOVE_RAFT_VOTER_VERSION",
     "SUPPORTED_KRAFT_VERSIONS",
@@ -61,6 +63,9 @@ class ApiKey(enum.IntEnum):
     ADD_RAFT_VOTER = 80
     REMOVE_RAFT_VOTER = 81
     UPDATE_RAFT_VOTER = 82
+    # kraft's own RPCs, far above Kafka's keys (docs/protocol-wire.md, "kraft's RPCs").
+    KRAFT_FORWARD_APPEND = 30000
+    KRAFT_READ_INDEX = 30001
 
 
 #: Vote: v1 adds voter keys and directory ids (KIP-853); v2 adds ``PreVote`` (KIP-996).
@@ -85,6 +90,9 @@ UPDATE_FEATURES_VERSION = 1
 #: RemoveRaftVoter and UpdateRaftVoter: v0 (KIP-853).
 REMOVE_RAFT_VOTER_VERSION = 0
 UPDATE_RAFT_VOTER_VERSION = 0
+#: kraft's ForwardAppend and ReadIndex: v0.
+KRAFT_FORWARD_APPEND_VERSION = 0
+KRAFT_READ_INDEX_VERSION = 0
 
 #: The ``kraft.version`` feature levels this kraft supports: 0 (static voters from the
 #: configuration) and 1 (voters in the log, KIP-853).
@@ -105,6 +113,8 @@ MAX_VERSIONS: Mapping[ApiKey, int] = MappingProxyType(
         ApiKey.REMOVE_RAFT_VOTER: REMOVE_RAFT_VOTER_VERSION,
         ApiKey.UPDATE_RAFT_VOTER: UPDATE_RAFT_VOTER_VERSION,
         ApiKey.UPDATE_FEATURES: UPDATE_FEATURES_VERSION,
+        ApiKey.KRAFT_FORWARD_APPEND: KRAFT_FORWARD_APPEND_VERSION,
+        ApiKey.KRAFT_READ_INDEX: KRAFT_READ_INDEX_VERSION,
     }
 )
 

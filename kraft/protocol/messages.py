@@ -48,6 +48,8 @@ from kraft.protocol.api import (
     END_QUORUM_EPOCH_VERSION,
     FETCH_SNAPSHOT_VERSION,
     FETCH_VERSION,
+    KRAFT_FORWARD_APPEND_VERSION,
+    KRAFT_READ_INDEX_VERSION,
     METADATA_PARTITION_INDEX,
     METADATA_TOPIC_ID,
     METADATA_TOPIC_NAME,
@@ -68,6 +70,10 @@ __all__ = [
     "RemoveRaftVoterResponse",
     "SupportedFeature",
     "FeatureUpdate",
+    "ForwardAppendRequest",
+    "ForwardAppendResponse",
+    "ReadIndexRequest",
+    "ReadIndexResponse",
     "FeatureUpdateResult",
     "UpdateFeaturesRequest",
     "UpdateFeaturesResponse",
@@ -421,6 +427,27 @@ class UpdateFeaturesRequest(_Message, frozen=True, tag=ApiKey.UPDATE_FEATURES.va
     validate_only: bool = False
 
 
+class ForwardAppendRequest(_Message, frozen=True, tag=ApiKey.KRAFT_FORWARD_APPEND.value):
+    """kraft: append ``records`` (each a value the serde encoded) as one batch on the leader,
+    answered once the batch commits or at ``timeout_ms`` (writes from any node)."""
+
+    API_KEY: ClassVar[ApiKey] = ApiKey.KRAFT_FORWARD_APPEND
+    MAX_VERSION: ClassVar[int] = KRAFT_FORWARD_APPEND_VERSION
+
+    records: tuple[bytes, ...] = ()
+    timeout_ms: int = 0
+
+
+class ReadIndexRequest(_Message, frozen=True, tag=ApiKey.KRAFT_READ_INDEX.value):
+    """kraft: ask the leader for a read index (an offset at or above every write acknowledged
+    before the request), answered once a majority confirmed its leadership."""
+
+    API_KEY: ClassVar[ApiKey] = ApiKey.KRAFT_READ_INDEX
+    MAX_VERSION: ClassVar[int] = KRAFT_READ_INDEX_VERSION
+
+    timeout_ms: int = 0
+
+
 # ---------------------------------------------------------------------------------------------
 # Responses
 
@@ -595,6 +622,35 @@ class UpdateFeaturesResponse(_Message, frozen=True, tag=ApiKey.UPDATE_FEATURES.v
     results: tuple[FeatureUpdateResult, ...] = ()
 
 
+class ForwardAppendResponse(_Message, frozen=True, tag=ApiKey.KRAFT_FORWARD_APPEND.value):
+    """The answer to :class:`ForwardAppendRequest`: NONE with the offset of the batch's last
+    record and its epoch once committed; NOT_LEADER_OR_FOLLOWER (with the leader this node
+    knows), REQUEST_TIMED_OUT (outcome unknown), RECORD_LIST_TOO_LARGE, INVALID_RECORD..."""
+
+    API_KEY: ClassVar[ApiKey] = ApiKey.KRAFT_FORWARD_APPEND
+    MAX_VERSION: ClassVar[int] = KRAFT_FORWARD_APPEND_VERSION
+
+    error_code: int = 0
+    error_message: str | None = None
+    leader_id: int = -1
+    leader_epoch: int = -1
+    last_offset: int = -1
+    batch_epoch: int = -1
+
+
+class ReadIndexResponse(_Message, frozen=True, tag=ApiKey.KRAFT_READ_INDEX.value):
+    """The answer to :class:`ReadIndexRequest`: NONE with the read index, or an error."""
+
+    API_KEY: ClassVar[ApiKey] = ApiKey.KRAFT_READ_INDEX
+    MAX_VERSION: ClassVar[int] = KRAFT_READ_INDEX_VERSION
+
+    error_code: int = 0
+    error_message: str | None = None
+    leader_id: int = -1
+    leader_epoch: int = -1
+    read_offset: int = -1
+
+
 #: Every request kraft speaks; the union its typed decoder reads.
 Request: TypeAlias = (
     VoteRequest
@@ -608,6 +664,8 @@ Request: TypeAlias = (
     | RemoveRaftVoterRequest
     | UpdateRaftVoterRequest
     | UpdateFeaturesRequest
+    | ForwardAppendRequest
+    | ReadIndexRequest
 )
 
 #: Every response kraft speaks; the union its typed decoder reads.
@@ -623,6 +681,8 @@ Response: TypeAlias = (
     | RemoveRaftVoterResponse
     | UpdateRaftVoterResponse
     | UpdateFeaturesResponse
+    | ForwardAppendResponse
+    | ReadIndexResponse
 )
 
 REQUEST_TYPES: tuple[type[Request], ...] = (
@@ -637,6 +697,8 @@ REQUEST_TYPES: tuple[type[Request], ...] = (
     RemoveRaftVoterRequest,
     UpdateRaftVoterRequest,
     UpdateFeaturesRequest,
+    ForwardAppendRequest,
+    ReadIndexRequest,
 )
 
 RESPONSE_TYPES: tuple[type[Response], ...] = (
@@ -651,6 +713,8 @@ RESPONSE_TYPES: tuple[type[Response], ...] = (
     RemoveRaftVoterResponse,
     UpdateRaftVoterResponse,
     UpdateFeaturesResponse,
+    ForwardAppendResponse,
+    ReadIndexResponse,
 )
 
 #: The response class that answers each request class.

@@ -45,6 +45,8 @@ from kraft.protocol.messages import (
     EndQuorumEpochRequest,
     FetchRequest,
     FetchSnapshotRequest,
+    ForwardAppendRequest,
+    ReadIndexRequest,
     RemoveRaftVoterRequest,
     RemoveRaftVoterResponse,
     Request,
@@ -63,7 +65,9 @@ from kraft.raft.channel import (
 )
 from kraft.raft.client_view import ClientView
 from kraft.raft.describe import describe_quorum
+from kraft.raft.embedding import Embedding
 from kraft.raft.fetch_server import FetchServer
+from kraft.raft.futures import RaftFuture
 from kraft.raft.leader import LeaderState
 from kraft.raft.leader_appender import LeaderAppender
 from kraft.raft.listener_registry import ListenerRegistry
@@ -212,6 +216,21 @@ class KafkaRaftClient(ClientView[T]):
             cluster_id,
         )
         self._membership = Membership(self.quorum, config, self._requests, channel, self._reconfig)
+        self._embedding: Embedding[T] = Embedding(
+            quorum=self.quorum,
+            log=log,
+            config=config,
+            channel=channel,
+            requests=self._requests,
+            serde=serde,
+            listeners=self._listeners,
+            build_begin_quorum_epoch=epoch_rpcs.build_begin_quorum_epoch,
+            prepare_append=self.prepare_append,
+            schedule_prepared_append=self.schedule_prepared_append,
+            respond=self._respond,
+            wakeup=queue.wakeup,
+        )
+        epoch_rpcs.on_acknowledged = self._embedding.reads.on_acknowledged
         # Dispatch tables, built once: per epoch state, per request and per response type.
         self._state_pollers: dict[type, Callable[[Any, int], int]] = {
             LeaderState: self._poll_leader,
@@ -236,6 +255,8 @@ class KafkaRaftClient(ClientView[T]):
             RemoveRaftVoterRequest: self._reconfig.handle_remove_voter,
             UpdateRaftVoterRequest: self._reconfig.handle_update_voter,
             UpdateFeaturesRequest: self._reconfig.handle_update_features,
+            ForwardAppendRequest: self._embedding.handle_forward_append,
+            ReadIndexRequest: self._embedding.handle_read_index,
         }
         self._prologue = ResponsePrologue(
             self.quorum, self._maybe_transition, self._transition_to_follower
@@ -281,6 +302,7 @@ class KafkaRaftClient(ClientView[T]):
         """Flush the log and drop the leader's unwritten appends. The log itself belongs to
         the caller, who closes it after this (the runtime does, in Kafka's order)."""
         self.quorum.close()
+        self._embedding.close()
         self._fetcher.abandon_download("the client closes")
         if self._initialized:
             self.log.flush(force=True)
@@ -301,8 +323,7 @@ class KafkaRaftClient(ClientView[T]):
         ``ValueError`` if the snapshot is above the high watermark or does not end on a batch
         boundary of the log. Call it on the polling thread (in a listener callback, say).
         """
-        if not self._initialized:
-            raise IllegalStateError("the client must be initialized before a snapshot")
+        self._require_initialized()
         raw = self.log.create_new_snapshot(snapshot_id)
         if raw is None:
             return None
@@ -314,23 +335,6 @@ class KafkaRaftClient(ClientView[T]):
             max_batch_size_bytes=self.config.max_batch_size_bytes,
             control_messages=self.quorum.history.snapshot_control_messages(snapshot_id),
         )
-
-    @property
-    def is_shutdown(self) -> bool:
-        """True once a requested shutdown completed (or timed out): stop polling."""
-        return self._shutdown is not None and self._shutdown.is_finished
-
-    @property
-    def is_shutting_down(self) -> bool:
-        """True from :meth:`shutdown` until the shutdown completes (Kafka's
-        ``isShuttingDown``)."""
-        return self._shutdown is not None and not self._shutdown.is_finished
-
-    @property
-    def is_running(self) -> bool:
-        """True until a requested shutdown completes, while shutting down too (Kafka's
-        ``isRunning``)."""
-        return not self.is_shutdown
 
     def listeners(self) -> list[Listener[T]]:
         """The registered listeners (registrations take effect on the next poll)."""
@@ -380,12 +384,35 @@ class KafkaRaftClient(ClientView[T]):
         state.accumulator.allow_drain()
         self.queue.wakeup()
 
+    def append(self, records: Sequence[T], *, timeout_ms: int | None = None) -> RaftFuture[int]:
+        """Append ``records`` as one batch from any replica: the future of its last offset,
+        once committed and delivered here (kraft/raft/embedding.py, docs/embedding.md)."""
+        self._require_initialized()
+        return self._embedding.append(records, self.clock.now_ms(), timeout_ms)
+
+    def read_barrier(self, *, timeout_ms: int | None = None) -> RaftFuture[int]:
+        """The future of an offset at or above every write acknowledged before the call,
+        once this node's listeners were handed everything up to it."""
+        self._require_initialized()
+        return self._embedding.read_barrier(self.clock.now_ms(), timeout_ms)
+
+    def transfer_leadership(
+        self, node_id: int | None = None, *, timeout_ms: int | None = None
+    ) -> RaftFuture[int]:
+        """Resign in favour of voter ``node_id`` (the most caught-up one if None); the future
+        completes with the next leader's id (``LeaderTransferError`` if refused)."""
+        self._require_initialized()
+        return self._embedding.transfer_leadership(node_id, self.clock.now_ms(), timeout_ms)
+
+    def _require_initialized(self) -> None:
+        if not self._initialized:
+            raise IllegalStateError("the client must be initialized first")
+
     def resign(self, epoch: int) -> None:
         """Give up leadership of ``epoch`` on the next poll (Kafka's ``RaftClient.resign``)."""
         if epoch < 0:
             raise ValueError(f"attempt to resign from an invalid negative epoch {epoch}")
-        if not self._initialized:
-            raise IllegalStateError("the replica must be initialized before resigning")
+        self._require_initialized()
         if self.local_id is None:
             raise IllegalStateError("an observer without an id cannot resign")
         current = self.leader_and_epoch()
@@ -427,8 +454,7 @@ class KafkaRaftClient(ClientView[T]):
         """Do what is due, in order: a requested shutdown; the current state's timers; expired
         long polls; at most one inbound message (then the parked fetches it gave news to, or a
         follower's next Fetch); the listeners. Return the milliseconds until more will be."""
-        if not self._initialized:
-            raise IllegalStateError("the client must be initialized before it is polled")
+        self._require_initialized()
         now = self.clock.now_ms()
         if self._maybe_complete_shutdown(now):
             return NO_DEADLINE
@@ -437,7 +463,7 @@ class KafkaRaftClient(ClientView[T]):
         state = self.quorum.state
         timeout = self._state_pollers[type(state)](state, now)
         timeout = min(timeout, self._fetch_server.expire_parked(now))
-        timeout = min(timeout, self._maybe_clean_log(now))
+        timeout = min(timeout, self._maybe_clean_log(now), self._embedding.poll(now))
         message = self.queue.poll(max(0, timeout))
         if message is not None:
             now_after = self.clock.now_ms()
@@ -459,6 +485,7 @@ class KafkaRaftClient(ClientView[T]):
                 # trip, and with it every commit.
                 self._send_next_fetch(state, self.clock.now_ms())
         self._poll_listeners()
+        timeout = min(timeout, self._embedding.poll(self.clock.now_ms()))
         if message is not None or not self.queue.is_empty():
             return 0
         state = self.quorum.state
@@ -494,14 +521,14 @@ class KafkaRaftClient(ClientView[T]):
                     state.epoch,
                     state.check_quorum_timeout_ms,
                 )
-            self._transition_to_resigned(state.successors_by_fetch_offset(), now)
+            self._transition_to_resigned(state.preferred_successors(), now)
             return 0
         until_drain = self._appender.maybe_append(state, now)
         # A change its own append committed (a voter set whose majority is the leader alone).
         until_change = min(until_change, self._reconfig.poll(state, now))
         if state.begin_quorum_epoch_due(now):
             self._maybe_send_requests(
-                now, state.other_voters(), self._epoch_rpcs.build_begin_quorum_epoch
+                now, state.other_voters(), self._embedding.reads.build_heartbeat
             )
             state.reset_begin_quorum_epoch_timer(now)
         until_heartbeat = state.begin_quorum_epoch_deadline_ms - now
@@ -624,6 +651,7 @@ class KafkaRaftClient(ClientView[T]):
             self._listeners.drop_uncommitted()
             self._fetch_server.fail_parked()
             self._reconfig.leadership_lost()
+            self._embedding.leadership_lost(previous.epoch, self.log.log_end_offset)
         self._fire_leader_change()
 
     def _transition_to_unattached(self, epoch: int, leader_id: int | None, now: int) -> None:
@@ -811,6 +839,8 @@ class KafkaRaftClient(ClientView[T]):
     def _handle_response(self, response: InboundResponse, now: int) -> None:
         body = response.body
         requests = self._requests
+        if self._embedding.handle_response(response, now):
+            return
         if not requests.is_response_expected(
             response.source, response.correlation_id, body.API_KEY.value
         ):

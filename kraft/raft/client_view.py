@@ -12,6 +12,7 @@ from kraft.log.api import OffsetAndEpoch, ReplicatedLog
 from kraft.raft.leader import LeaderState
 from kraft.raft.listeners import LeaderAndEpoch
 from kraft.raft.quorum import QuorumState
+from kraft.raft.shutdown import GracefulShutdown
 from kraft.raft.states import EpochState, ReplicaKey
 from kraft.raft.voter_set import VoterSet
 
@@ -25,6 +26,24 @@ class ClientView(Generic[T]):
 
     quorum: QuorumState[T]
     log: ReplicatedLog
+    _shutdown: GracefulShutdown | None
+
+    @property
+    def is_shutdown(self) -> bool:
+        """True once a requested shutdown completed (or timed out): stop polling."""
+        return self._shutdown is not None and self._shutdown.is_finished
+
+    @property
+    def is_shutting_down(self) -> bool:
+        """True from :meth:`shutdown` until the shutdown completes (Kafka's
+        ``isShuttingDown``)."""
+        return self._shutdown is not None and not self._shutdown.is_finished
+
+    @property
+    def is_running(self) -> bool:
+        """True until a requested shutdown completes, while shutting down too (Kafka's
+        ``isRunning``)."""
+        return not self.is_shutdown
 
     @property
     def state(self) -> EpochState | LeaderState[T]:

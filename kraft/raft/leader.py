@@ -69,6 +69,8 @@ class LeaderState(Generic[T]):
     observer_states: dict[int, ReplicaState] = field(default_factory=dict)
     fetched_voters: set[int] = field(default_factory=set)
     resign_requested: bool = False
+    #: The voter a leader transfer names as the only preferred successor (kraft/raft/embedding.py).
+    transfer_to: int | None = None
     #: Drained batches a lack of descriptors or memory kept out of the log, in offset order:
     #: appended before anything drained later (kraft/raft/resources.py).
     unwritten: list[CompletedBatch[T]] = field(default_factory=list)
@@ -210,6 +212,13 @@ class LeaderState(Generic[T]):
         others = [self.voter_states[v] for v in self.other_voters()]
         others.sort(key=lambda s: -1 if s.end_offset is None else s.end_offset, reverse=True)
         return [s.key.id for s in others]
+
+    def preferred_successors(self) -> list[int]:
+        """Whom the EndQuorumEpoch of a resignation names: a transfer's target alone, else
+        every other voter, most caught-up first."""
+        if self.transfer_to is not None:
+            return [self.transfer_to]
+        return self.successors_by_fetch_offset()
 
     def active_observers(self, now_ms: int) -> list[ReplicaState]:
         """Observers seen within the session timeout (older ones are dropped, as in Kafka)."""

@@ -93,6 +93,17 @@ class ListenerRegistry(Generic[T]):
         """The offset ``listener`` expects next; ``KeyError`` if it is not registered."""
         return self._contexts[id(listener)].next_expected_offset()
 
+    def delivered_end(self, high_watermark: int) -> int:
+        """Every listener was handed every record below this offset (the high watermark when
+        none is registered): what commit futures wait for (kraft/raft/commits.py)."""
+        end = high_watermark
+        for context in self._contexts.values():
+            offset = context.next_expected_offset()
+            if offset is None:  # a reader still open: its records are not handed over yet
+                return 0
+            end = min(end, max(offset, 0))
+        return end
+
     def _apply_registrations(self) -> None:
         while self._pending:
             add, listener = self._pending.popleft()

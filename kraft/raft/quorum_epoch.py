@@ -50,6 +50,10 @@ T = TypeVar("T")
 MaybeTransition = Callable[[int | None, int, Endpoints, int], bool]
 
 
+def _ignore(voter: int) -> None:
+    pass
+
+
 class QuorumEpochRpcs(Generic[T]):
     """Builds the two requests and handles both sides of the two RPCs."""
 
@@ -59,6 +63,8 @@ class QuorumEpochRpcs(Generic[T]):
         self._quorum = quorum
         self._config = config
         self._maybe_transition = maybe_transition
+        #: Told which voter acknowledged this leader's BeginQuorumEpoch (the client sets it).
+        self.on_acknowledged: Callable[[int], None] = _ignore
 
     # -- sending ----------------------------------------------------------------------------------
     def _own_endpoints(self) -> tuple[Endpoint, ...]:
@@ -172,7 +178,9 @@ class QuorumEpochRpcs(Generic[T]):
         leader: int | None,
         now: int,
     ) -> bool:
-        """A heartbeat answered NONE: acknowledged, nothing to do (kraft does not record it)."""
+        """A heartbeat answered NONE: the voter is in this leader's epoch (read barriers
+        count it: kraft/raft/read_index.py)."""
+        self.on_acknowledged(response.source)
         return True
 
     def handle_end_quorum_epoch_response(

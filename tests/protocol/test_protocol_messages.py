@@ -195,6 +195,9 @@ def test_api_keys_are_kafkas() -> None:
         "ADD_RAFT_VOTER": 80,
         "REMOVE_RAFT_VOTER": 81,
         "UPDATE_RAFT_VOTER": 82,
+        # kraft's own RPCs (docs/protocol-wire.md), outside Kafka's keys.
+        "KRAFT_FORWARD_APPEND": 30000,
+        "KRAFT_READ_INDEX": 30001,
     }
     # The top of each message's "validVersions".
     assert dict(MAX_VERSIONS) == {
@@ -209,6 +212,8 @@ def test_api_keys_are_kafkas() -> None:
         ApiKey.REMOVE_RAFT_VOTER: 0,
         ApiKey.UPDATE_RAFT_VOTER: 0,
         ApiKey.UPDATE_FEATURES: 1,
+        ApiKey.KRAFT_FORWARD_APPEND: 0,
+        ApiKey.KRAFT_READ_INDEX: 0,
     }
 
 
