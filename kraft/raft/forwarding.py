@@ -112,6 +112,10 @@ class Forwarder:
             self._calls.append(_Call(future, deadline_ms, records, size))
         return future
 
+    @property
+    def is_idle(self) -> bool:
+        return not self._calls
+
     def read_barrier(self, deadline_ms: int) -> RaftFuture[int]:
         future: RaftFuture[int] = RaftFuture()
         self._calls.append(_Call(future, deadline_ms, None, 0))
@@ -139,6 +143,9 @@ class Forwarder:
                 )
                 continue
             keep.append(call)
+            if call.records is None and call.destination not in (None, leader):
+                self._forget(call)  # a read is safe to ask again of the leader named since
+                call.destination = None
             if call.correlation_id is None:
                 if leader is None or leader == local_id or now_ms < call.not_before_ms:
                     timeout = min(timeout, RETRY_BACKOFF_MS)

@@ -63,6 +63,10 @@ class ReadIndex:
         self._acked_round: dict[int, int] = {}
         self._barriers: list[_Barrier] = []
 
+    @property
+    def is_idle(self) -> bool:
+        return not self._barriers
+
     def build_heartbeat(self, destination: int) -> Request:
         """The leader's BeginQuorumEpoch to ``destination``, tagged with the current round."""
         self._sent_round[destination] = self._round

@@ -306,3 +306,15 @@ def test_only_the_leader_transfers(cluster: LocalCluster[bytes]) -> None:
     transfer = cluster.nodes[followers(cluster, leader)[0]].transfer_leadership()
     exc = transfer.exception()
     assert isinstance(exc, NotLeaderError) and exc.leader_id == leader
+
+
+def test_a_followers_read_barrier_is_asked_again_of_the_next_leader(
+    cluster: LocalCluster[bytes],
+) -> None:
+    leader = elected(cluster)
+    follower = followers(cluster, leader)[0]
+    cluster.disconnected.add(leader)  # the ReadIndex request is lost with the leader
+    barrier = cluster.nodes[follower].read_barrier(timeout_ms=TIMEOUT_MS)
+    settle(cluster, barrier)
+    assert barrier.result() >= 0
+    assert cluster.nodes[follower].leader_id != leader
