@@ -18,7 +18,8 @@ snapshot_records`) and how to rebuild it from them (:meth:`~StateMachine.load_sn
   last snapshot (``metadata.log.max.record.bytes.between.snapshots``, 20 MiB), or once
   :attr:`SnapshotPolicy.max_interval_ms` went by since the last snapshot and something new
   was applied (``metadata.log.max.snapshot.interval.ms``, one hour; 0 turns it off). Loading a
-  snapshot restarts both counts. The snapshot ends after the last applied batch:
+  snapshot restarts both counts, and no snapshot is started once the client begins shutting
+  down (``SnapshotGenerator.beginShutdown``). The snapshot ends after the last applied batch:
   ``client.create_snapshot(OffsetAndEpoch(last_offset + 1, epoch), append_time)``, written
   from :meth:`~StateMachine.snapshot_records` and frozen.
 
@@ -119,6 +120,7 @@ class StateMachineListener(Listener[T]):
         self.applied_offset = -1
         self._bytes_since_snapshot = 0
         self._last_snapshot_ms = client.clock.now_ms()
+        self._shutting_down = False
         self._failure_log = LogLimiter(60_000)
 
     def handle_commit(self, reader: BatchReader[T]) -> None:
@@ -143,6 +145,9 @@ class StateMachineListener(Listener[T]):
         self.applied_offset = reader.snapshot_id.offset - 1
         self._restart_counts()
 
+    def begin_shutdown(self) -> None:
+        self._shutting_down = True
+
     def _restart_counts(self) -> None:
         self._bytes_since_snapshot = 0
         self._last_snapshot_ms = self.client.clock.now_ms()
@@ -151,12 +156,17 @@ class StateMachineListener(Listener[T]):
         """Kafka's ``SnapshotGenerator.publishLogDelta``: by bytes, else by time."""
         policy = self.policy
         now = self.client.clock.now_ms()
-        if self._bytes_since_snapshot < policy.max_bytes_between_snapshots and (
-            policy.max_interval_ms == 0 or now - self._last_snapshot_ms < policy.max_interval_ms
-        ):
+        if self._bytes_since_snapshot >= policy.max_bytes_between_snapshots:
+            reason = f"at least {policy.max_bytes_between_snapshots} bytes were applied"
+        elif policy.max_interval_ms and now - self._last_snapshot_ms >= policy.max_interval_ms:
+            reason = f"at least {policy.max_interval_ms} ms went by"
+        else:
             return
         self._restart_counts()
+        if self._shutting_down:
+            return
         snapshot_id = OffsetAndEpoch(last.last_offset + 1, last.epoch)
+        logger.info("writing snapshot %s because %s since the last one", snapshot_id, reason)
         try:
             writer = self.client.create_snapshot(snapshot_id, last.append_timestamp_ms)
             if writer is None:

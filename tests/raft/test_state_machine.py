@@ -138,6 +138,22 @@ def test_a_snapshot_is_written_when_the_interval_passed_and_something_was_applie
     assert snapshot_records(cluster, leader) == ["early", "late"]
 
 
+def test_no_snapshot_is_started_once_the_client_shuts_down() -> None:
+    """As Kafka's SnapshotGenerator after ``beginShutdown``."""
+    cluster, listeners = cluster_with_machines(
+        SnapshotPolicy(max_bytes_between_snapshots=100, max_interval_ms=NO_TIME)
+    )
+    leader = cluster.leader()
+    assert leader is not None
+    before = cluster.nodes[leader].latest_snapshot_id
+    listeners[leader].begin_shutdown()
+    append_and_commit(cluster, ["x" * 200])
+    assert cluster.nodes[leader].latest_snapshot_id == before
+    follower = next(node_id for node_id in cluster.nodes if node_id != leader)
+    end = listeners[follower].applied_offset + 1
+    assert cluster.nodes[follower].latest_snapshot_id == OffsetAndEpoch(end, 1)
+
+
 def test_a_replica_that_loads_a_snapshot_ends_with_the_same_state() -> None:
     """Node 3 is cut off while the others snapshot and clean their logs below the snapshot: it
     catches up by downloading the snapshot, which replaces its state, then the log after it."""
