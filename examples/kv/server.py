@@ -99,8 +99,8 @@ async def execute(
     key = _text(request, "key")
     assert key is not None
     if op == "get":
-        await node.read_barrier(timeout_ms=timeout_ms)
-        return {"ok": True, "value": machine.get(key)}
+        barrier = await node.read_barrier(timeout_ms=timeout_ms)
+        return {"ok": True, "value": machine.get(key), "offset": barrier}
     if op not in ("put", "cas"):
         raise BadRequestError(f"unknown op {op!r}: put, get or cas")
     value = _text(request, "value")
