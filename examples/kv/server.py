@@ -22,7 +22,7 @@ will not: leadership moved before it committed; try again), ``timeout`` and ``un
 The process prints JSON lines on stdout as ``kraft node start --console`` does, so that
 ``kraft.runtime.processes.LocalQuorum`` can run it: ``started`` (with the node's address and
 the client address ``kv``), and ``leader`` at every leader change. Logs go to stderr. SIGTERM
-or SIGINT stops it gracefully.
+or SIGINT stops it gracefully (exit status 0); a fatal fault of the node stops it with status 1.
 """
 
 from __future__ import annotations
@@ -40,7 +40,13 @@ import trio
 
 from kraft.aio import AsyncNode, open_node
 from kraft.config import ConfigError, parse_endpoint
-from kraft.errors import IllegalStateError, KraftError, NotLeaderError, OperationTimeoutError
+from kraft.errors import (
+    FatalFaultError,
+    IllegalStateError,
+    KraftError,
+    NotLeaderError,
+    OperationTimeoutError,
+)
 from kraft.kv import KvCommand, KvSerde, KvStateMachine
 from kraft.raft.listeners import LeaderAndEpoch
 from kraft.raft.state_machine import StateMachineListener
@@ -179,12 +185,23 @@ async def main_async(config: Path, kv_host: str, kv_port: int) -> None:
             async def handle(stream: trio.SocketStream) -> None:
                 await serve_client(node, machine, stream)
 
+            async def stop_on_signal() -> None:
+                with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                    async for signum in signals:
+                        logger.info("signal %d: stopping", signum)
+                        break
+                nursery.cancel_scope.cancel()
+
+            async def stop_with_node() -> None:
+                # A fatal fault stops the node (RaftNode.wait returns): the service stops too.
+                await trio.to_thread.run_sync(node.raft_node.wait, abandon_on_cancel=True)
+                nursery.cancel_scope.cancel()
+
             nursery.start_soon(trio.serve_listeners, handle, listeners)
-            with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                async for signum in signals:
-                    logger.info("signal %d: stopping", signum)
-                    break
-            nursery.cancel_scope.cancel()
+            nursery.start_soon(stop_on_signal)
+            nursery.start_soon(stop_with_node)
+    if node.raft_node.failure is not None:
+        raise FatalFaultError(f"node stopped on a fatal fault: {node.raft_node.failure}")
 
 
 def main() -> int:
