@@ -1,6 +1,7 @@
 """``kraft quorum append`` against three real ``kraft node`` processes: the values commit as
 one batch through the leader whichever node is asked first, every node commits them, and
-``kraft log dump --records`` shows them; an unreachable quorum is an error, not a hang."""
+``kraft log dump --records`` shows them; an unreachable quorum is an error, not a hang; an
+answer that appended nothing is sent again, an unknown outcome never."""
 
 from __future__ import annotations
 
@@ -8,7 +9,12 @@ import json
 
 import pytest
 
+from kraft.cli import quorum as quorum_cli
 from kraft.cli.main import main
+from kraft.config import Endpoint
+from kraft.errors import KraftError, OperationTimeoutError, TransportError
+from kraft.protocol.errors import Errors
+from kraft.protocol.messages import ForwardAppendRequest, ForwardAppendResponse
 from kraft.runtime.processes import LocalQuorum, free_ports
 
 TIMEOUT_S = 60.0
@@ -69,3 +75,69 @@ def test_no_quorum_to_ask_is_an_error(capsys: pytest.CaptureFixture[str]) -> Non
 
 def test_a_value_is_required(capsys: pytest.CaptureFixture[str]) -> None:
     assert run(capsys, "quorum", "append", "-b", "127.0.0.1:1")[0] == 2
+
+
+# -- append_values' answers, on a stand-in leader ----------------------------------------------
+
+LEADER = Endpoint("127.0.0.1", 9093)
+
+
+def stand_in(
+    monkeypatch: pytest.MonkeyPatch, answers: list[ForwardAppendResponse | TransportError]
+) -> list[ForwardAppendRequest]:
+    """The leader is always found at LEADER; each ForwardAppend takes the next answer."""
+    sent: list[ForwardAppendRequest] = []
+
+    def find_leader(*args: object, **kwargs: object) -> tuple[Endpoint, None]:
+        return LEADER, None
+
+    def request_once(address: Endpoint, body: ForwardAppendRequest, **kwargs: object) -> object:
+        assert address == LEADER
+        sent.append(body)
+        answer = answers.pop(0)
+        if isinstance(answer, TransportError):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(quorum_cli, "find_leader", find_leader)
+    monkeypatch.setattr(quorum_cli, "request_once", request_once)
+    monkeypatch.setattr(quorum_cli, "_RETRY_BACKOFF_S", 0.0)
+    return sent
+
+
+def test_an_answer_that_appended_nothing_is_sent_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    sent = stand_in(
+        monkeypatch,
+        [
+            ForwardAppendResponse(error_code=Errors.NOT_LEADER_OR_FOLLOWER, leader_id=2),
+            ForwardAppendResponse(error_code=Errors.BROKER_NOT_AVAILABLE),
+            ForwardAppendResponse(leader_id=2, leader_epoch=4, last_offset=11, batch_epoch=4),
+        ],
+    )
+    result = quorum_cli.append_values([LEADER], [b"a", b"b"], timeout_s=10)
+    assert result == quorum_cli.AppendResult(10, 11, 4, 2)
+    assert len(sent) == 3 and all(body.records == (b"a", b"b") for body in sent)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        ForwardAppendResponse(error_code=Errors.REQUEST_TIMED_OUT, error_message="slow"),
+        TransportError("127.0.0.1:9093: the connection closed"),
+    ],
+)
+def test_an_unknown_outcome_is_not_sent_again(
+    monkeypatch: pytest.MonkeyPatch, answer: ForwardAppendResponse | TransportError
+) -> None:
+    sent = stand_in(monkeypatch, [answer])
+    with pytest.raises(OperationTimeoutError, match="may or may not have committed"):
+        quorum_cli.append_values([LEADER], [b"a"], timeout_s=10)
+    assert len(sent) == 1
+
+
+def test_a_refused_batch_names_the_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    refused = ForwardAppendResponse(error_code=Errors.INVALID_RECORD, error_message="cannot decode")
+    sent = stand_in(monkeypatch, [refused])
+    with pytest.raises(KraftError, match="INVALID_RECORD: cannot decode"):
+        quorum_cli.append_values([LEADER], [b"a"], timeout_s=10)
+    assert len(sent) == 1
