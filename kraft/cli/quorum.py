@@ -24,8 +24,8 @@ if the leader's voter set shows the change made (an earlier attempt made it).
 ``append --value TEXT [--value TEXT ...]`` writes the values' UTF-8 bytes as one batch
 through the leader (kraft's ForwardAppend, docs/protocol-wire.md: an admin connection is no
 replica that could forward, so it is sent to the leader found as above) and prints the offsets
-the batch committed at. NOT_LEADER_OR_FOLLOWER and BROKER_NOT_AVAILABLE mean the batch was not
-appended: it is sent again, to the leader found afresh, until ``--timeout``. A timeout or a
+the batch committed at. NOT_LEADER_OR_FOLLOWER means the batch was not appended: it is sent
+again, to the leader found afresh, until ``--timeout``. A timeout or a
 lost connection after sending leave the outcome unknown (the batch may still commit), so it
 is not sent again: the command says so and exits 1.
 
@@ -587,9 +587,6 @@ def send_change(
 
 # -- writes (kraft's ForwardAppend) ------------------------------------------------------------
 
-#: Answers to a ForwardAppend after which nothing was appended: the batch is sent again.
-_NOT_APPENDED = frozenset({Errors.NOT_LEADER_OR_FOLLOWER, Errors.BROKER_NOT_AVAILABLE})
-
 
 class AppendResult(NamedTuple):
     """Where a batch sent by :func:`append_values` committed."""
@@ -657,7 +654,7 @@ def append_values(
         )
         if code == Errors.REQUEST_TIMED_OUT:
             raise OperationTimeoutError(f"{problem}: the batch may or may not have committed")
-        if code not in _NOT_APPENDED:
+        if code != Errors.NOT_LEADER_OR_FOLLOWER:  # else nothing was appended: send it again
             raise KraftError(problem)
 
 

@@ -110,7 +110,7 @@ def test_an_answer_that_appended_nothing_is_sent_again(monkeypatch: pytest.Monke
         monkeypatch,
         [
             ForwardAppendResponse(error_code=Errors.NOT_LEADER_OR_FOLLOWER, leader_id=2),
-            ForwardAppendResponse(error_code=Errors.BROKER_NOT_AVAILABLE),
+            ForwardAppendResponse(error_code=Errors.NOT_LEADER_OR_FOLLOWER, leader_id=-1),
             ForwardAppendResponse(leader_id=2, leader_epoch=4, last_offset=11, batch_epoch=4),
         ],
     )
