@@ -93,6 +93,8 @@ def test_an_append_anywhere_is_forwarded_and_completes_where_it_was_made(
     assert delivered(cluster, node)[-1] == b"x"  # handed to this node's listener first
     record = cluster.logs[leader].read(offset, max_bytes=1 << 20).records
     assert record  # the leader's log holds the batch at that offset
+    cluster.run_for(2_000)
+    assert delivered(cluster, leader).count(b"x") == 1  # written once, never sent again
 
 
 def test_a_forwarded_append_waits_for_a_leader_then_goes_to_it(
