@@ -61,6 +61,8 @@ def test_append_read_barrier_and_commits_on_a_lone_voter(config_file: Path) -> N
                     assert await records_through(stream, second) == ["a", "b", "c"]
                 with pytest.raises(LeaderTransferError):  # no other voter to hand over to
                     await node.transfer_leadership()
+                with pytest.raises(ValueError, match="timeout"):  # the core's, not raised
+                    await node.append(["never"], timeout_ms=-1)
 
     trio.run(main)
 
