@@ -102,6 +102,12 @@ class CommitStream(Generic[T]):
         self._listener = _StreamListener(self)
         node.register(self._listener)
 
+    @property
+    def ended(self) -> bool:
+        """Whether the stream takes no more batches (what it holds may still be read)."""
+        with self._lock:
+            return self._ended
+
     # -- the driver thread ----------------------------------------------------------------------
     def _push(self, item: Batch[T] | LoadedSnapshot[T]) -> None:
         with self._lock:
@@ -225,6 +231,8 @@ class AsyncNode(Generic[T]):
         """A new stream of every committed batch from the start of the log (or the latest
         snapshot), holding at most ``buffer`` items the task has not taken."""
         stream = CommitStream(self.raft_node, buffer)
+        # The ended ones go: a program that opens streams over and over holds only live ones.
+        self._streams = [s for s in self._streams if not s.ended]
         self._streams.append(stream)
         return stream
 

@@ -340,10 +340,10 @@ class RaftNode(Generic[T]):
     def close(self) -> None:
         """Shut down gracefully and release everything (idempotent)."""
         with self._lock:
-            if self._closed:
-                self._stopped.wait()
-                return
-            self._closed = True
+            closing, self._closed = self._closed, True
+        if closing:  # wait for the first close, without the lock its teardown takes
+            self._stopped.wait()
+            return
         logger.info("node %d is shutting down", self.node_id)
         self._teardown()
 

@@ -6,7 +6,8 @@ Each wait is an await with a ``trio.fail_after`` bound, never a sleep.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable
+from collections.abc import AsyncIterable, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from kraft.errors import IllegalStateError, LeaderTransferError
 from kraft.log.meta_properties import format_storage, random_uuid
 from kraft.raft.listeners import Batch
 from kraft.record.serde import StrSerde
+from kraft.runtime.driver import RaftClientDriver
 from kraft.runtime.processes import free_ports
 
 TIMEOUT_S = 30.0
@@ -61,6 +63,8 @@ def test_append_read_barrier_and_commits_on_a_lone_voter(config_file: Path) -> N
                     assert await records_through(stream, second) == ["a", "b", "c"]
                 with pytest.raises(LeaderTransferError):  # no other voter to hand over to
                     await node.transfer_leadership()
+                with pytest.raises(ValueError, match="timeout"):  # the core's, not raised
+                    await node.append(["never"], timeout_ms=-1)
 
     trio.run(main)
 
@@ -81,7 +85,7 @@ def test_a_slow_reader_ends_its_stream_and_never_stalls_the_node(config_file: Pa
                 with pytest.raises(CommitsLaggedError):
                     async for item in stream:
                         held.append(item)
-                assert len(held) == 2
+                assert len(held) == 2 and stream.ended
                 records = await records_through(node.commits(), last)
                 assert records == list("vwxyz")
 
@@ -100,5 +104,32 @@ def test_streams_end_when_the_node_closes_and_its_futures_fail_after(config_file
             ]
             with pytest.raises(IllegalStateError):
                 await node.append(["late"])
+
+    trio.run(main)
+
+
+def test_a_cancelled_wait_withdraws_a_call_the_driver_has_not_taken(
+    config_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The driver never takes the call (its call_soon drops it): the task's cancellation
+    cancels the node's future, so the core never sees the append."""
+
+    async def main() -> None:
+        with trio.fail_after(TIMEOUT_S):
+            async with open_node(config_file, StrSerde()) as node:
+                asked: list[Future[int]] = []
+                append = node.raft_node.append
+
+                def spy(records: Sequence[str], *, timeout_ms: int | None = None) -> Future[int]:
+                    asked.append(append(records, timeout_ms=timeout_ms))
+                    return asked[-1]
+
+                monkeypatch.setattr(node.raft_node, "append", spy)
+                monkeypatch.setattr(RaftClientDriver, "call_soon", lambda self, fn: None)
+                with trio.CancelScope() as scope:
+                    scope.cancel()
+                    await node.append(["withdrawn"])
+                assert scope.cancelled_caught
+                assert [future.cancelled() for future in asked] == [True]
 
     trio.run(main)

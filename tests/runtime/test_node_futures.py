@@ -18,6 +18,7 @@ from kraft.errors import IllegalStateError
 from kraft.log.meta_properties import format_storage, random_uuid
 from kraft.raft.listeners import BatchReader, LeaderAndEpoch, Listener, SnapshotReaderLike
 from kraft.record.serde import StrSerde
+from kraft.runtime.driver import RaftClientDriver
 from kraft.runtime.node import RaftNode
 from kraft.runtime.processes import free_ports
 
@@ -111,7 +112,6 @@ def result(future: Future[int]) -> int:
     return future.result(TIMEOUT_S)
 
 
-@pytest.mark.slow
 def test_append_completes_on_the_leader_and_a_follower_once_their_listeners_have_it(
     quorum: Quorum,
 ) -> None:
@@ -126,7 +126,6 @@ def test_append_completes_on_the_leader_and_a_follower_once_their_listeners_have
     assert quorum.states[follower].applied(forwarded) == "c"
 
 
-@pytest.mark.slow
 def test_a_read_barrier_covers_every_acknowledged_append(quorum: Quorum) -> None:
     leader = quorum.leader()
     offset = result(quorum.nodes[leader].append(["x"], timeout_ms=FUTURE_TIMEOUT_MS))
@@ -137,12 +136,11 @@ def test_a_read_barrier_covers_every_acknowledged_append(quorum: Quorum) -> None
         assert quorum.states[node_id].applied(offset) == "x"
 
 
-@pytest.mark.slow
 def test_transfer_leadership_to_a_follower_makes_it_leader(quorum: Quorum) -> None:
     leader = quorum.leader()
-    # The first commit of the epoch makes every voter caught up.
     result(quorum.nodes[leader].append(["before"], timeout_ms=FUTURE_TIMEOUT_MS))
     target = next(n for n in quorum.nodes if n != leader)
+    result(quorum.nodes[target].read_barrier())  # the target has caught up
     new_leader = result(quorum.nodes[leader].transfer_leadership(target))
     assert new_leader == target
     assert quorum.states[target].wait_for_leader(exclude=leader) == target
@@ -170,4 +168,44 @@ def test_a_future_pending_when_the_node_closes_fails(tmp_path: Path) -> None:
     barrier = node.read_barrier(timeout_ms=600_000)
     node.close()
     assert future.done() and barrier.done()
-    assert future.exception() is not None and barrier.exception() is not None
+    assert isinstance(future.exception(), IllegalStateError)
+    assert isinstance(barrier.exception(), IllegalStateError)
+
+
+class Faulty(Applied):
+    """A listener with a bug: it raises on the record ``boom``."""
+
+    def handle_commit(self, reader: BatchReader[str]) -> None:
+        with reader:
+            if any("boom" in batch.records for batch in reader):
+                raise RuntimeError("a listener bug")
+
+
+def test_a_future_pending_when_the_node_stops_on_a_fatal_fault_fails(tmp_path: Path) -> None:
+    """The listener's bug stops the driver before the batch is delivered: nothing polls the
+    core any more, and the node's stop fails the future (it does not hang)."""
+    format_storage(tmp_path / "node-1", random_uuid(), node_id=1)
+    config = QuorumConfig(voters={1: Endpoint("127.0.0.1", 0)}, append_linger_ms=0)
+    node: RaftNode[str] = RaftNode(
+        node_id=1, data_dir=tmp_path / "node-1", config=config, serde=StrSerde()
+    )
+    node.register(Faulty())
+    with node:
+        future = node.append(["boom"], timeout_ms=600_000)
+        with pytest.raises(IllegalStateError):
+            result(future)
+        assert isinstance(node.failure, RuntimeError)
+
+
+def test_a_call_the_driver_never_ran_fails_when_the_node_closes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A driver that stops drops the calls it had not run yet (the core never saw them):
+    the node's close fails their futures."""
+    quorum = Quorum(tmp_path, started=(1,))
+    node = quorum.nodes[1]
+    monkeypatch.setattr(RaftClientDriver, "call_soon", lambda self, fn: None)
+    future = node.read_barrier()
+    node.close()
+    with pytest.raises(IllegalStateError, match="has stopped"):
+        result(future)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 import threading
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -222,10 +223,14 @@ def test_call_soon_runs_on_the_driver_thread_in_order_and_wakes_an_idle_poll() -
     driver.start()
     ran: list[tuple[int, str]] = []
     done = threading.Event()
+
+    def record(i: int) -> Callable[[], None]:
+        return lambda: ran.append((i, threading.current_thread().name))
+
     try:
         # Idle: the driver is now inside a poll that would wait ten minutes.
         for i in range(3):
-            driver.call_soon(lambda i=i: ran.append((i, threading.current_thread().name)))
+            driver.call_soon(record(i))
         driver.call_soon(done.set)
         assert done.wait(WAIT_S)
     finally:
