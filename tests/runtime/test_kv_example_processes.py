@@ -173,11 +173,6 @@ def committed_commands(data_dir: Path) -> list[KvCommand]:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="core: a forwarded append is sent again while its delivery is pending, so it "
-    "commits twice (kraft/raft/forwarding.py; /work/notes/kvapp-findings.md)",
-)
 def test_kv_servers_stay_linearizable_while_the_leader_is_killed_and_restarted(
     tmp_path: Path,
 ) -> None:
