@@ -60,8 +60,10 @@ class CommitTracker:
         #: a later epoch's commit doomed.
         self._swept_epoch = -1
 
-    def __len__(self) -> int:
-        return sum(1 for wait in self._by_offset if not wait.future.done())
+    @property
+    def is_idle(self) -> bool:
+        """Nothing is waited for (completed waits may linger until the next poll)."""
+        return not self._by_deadline
 
     def track_batch(
         self, future: RaftFuture[int], last_offset: int, epoch: int, deadline_ms: int

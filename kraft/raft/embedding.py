@@ -238,6 +238,13 @@ class Embedding(Generic[T]):
     # -- polling ---------------------------------------------------------------------------
     def poll(self, now_ms: int) -> int:
         """Send and resolve what is due; the milliseconds until more will be."""
+        if (
+            self.tracker.is_idle
+            and self._forwarder.is_idle
+            and self.reads.is_idle
+            and not self._transfers
+        ):
+            return NO_DEADLINE  # the common case: a poll of a service that uses no futures
         leading = self._leading()
         if leading is not None:
             for future, deadline, records in self._forwarder.take_unsent():
@@ -287,7 +294,7 @@ class Embedding(Generic[T]):
         for transfer in self._transfers:
             transfer.future.set_exception(closed)
         self._transfers = []
-        self.reads.leadership_lost(self._quorum.epoch)
+        self.reads.fail_all(closed)
 
     # -- the leader's side of forwarded calls -----------------------------------------------
     def handle_forward_append(

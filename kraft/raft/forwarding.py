@@ -10,8 +10,11 @@ forwarded call has its own correlation id and the caller's deadline.
   or a later epoch committed without it: kraft/raft/commits.py), so the call is sent again to
   the leader named next, until its deadline: a retry cannot write the batch twice.
 - A batch that committed waits for this replica's listeners (``CommitTracker.wait_delivered``).
-- REQUEST_TIMED_OUT, or no answer by the deadline, fails with ``OperationTimeoutError``: the
-  outcome of a write is then unknown.
+- BROKER_NOT_AVAILABLE means the request never left this node (the transport could not
+  send it): it is sent again too.
+- REQUEST_TIMED_OUT or NETWORK_EXCEPTION (the connection broke with the request in flight),
+  or no answer by the deadline, fails a write with ``OperationTimeoutError``: its outcome is
+  unknown. A read barrier is asked again instead.
 
 The bytes of forwarded batches awaiting an answer are bounded (``MAX_FORWARDED_BYTES``): past
 it a write fails at once with ``BufferAllocationError``, so a partitioned follower's callers
@@ -66,6 +69,8 @@ class _Call:
     destination: int | None = None
     correlation_id: int | None = None
     not_before_ms: int = 0
+    #: The leader answered NONE: the tracker has the future now, nothing is sent again.
+    answered: bool = False
 
 
 class Forwarder:
@@ -112,6 +117,10 @@ class Forwarder:
             self._calls.append(_Call(future, deadline_ms, records, size))
         return future
 
+    @property
+    def is_idle(self) -> bool:
+        return not self._calls
+
     def read_barrier(self, deadline_ms: int) -> RaftFuture[int]:
         future: RaftFuture[int] = RaftFuture()
         self._calls.append(_Call(future, deadline_ms, None, 0))
@@ -126,7 +135,7 @@ class Forwarder:
         timeout = NO_DEADLINE
         keep = []
         for call in self._calls:
-            if call.future.done():
+            if call.answered or call.future.done():
                 self._forget(call)
                 continue
             if now_ms >= call.deadline_ms:
@@ -139,6 +148,9 @@ class Forwarder:
                 )
                 continue
             keep.append(call)
+            if call.records is None and call.destination not in (None, leader):
+                self._forget(call)  # a read is safe to ask again of the leader named since
+                call.destination = None
             if call.correlation_id is None:
                 if leader is None or leader == local_id or now_ms < call.not_before_ms:
                     timeout = min(timeout, RETRY_BACKOFF_MS)
@@ -175,10 +187,15 @@ class Forwarder:
         code = Errors.from_code(body.error_code)
         if code is Errors.NONE:
             self._forget(call)
+            call.answered = True
             offset = body.read_offset if isinstance(body, ReadIndexResponse) else body.last_offset
             self._tracker.wait_delivered(call.future, offset, call.deadline_ms)
-        elif code is Errors.NOT_LEADER_OR_FOLLOWER:
-            call.not_before_ms = now_ms + RETRY_BACKOFF_MS  # it will never commit: send again
+        elif code is Errors.NOT_LEADER_OR_FOLLOWER or code is Errors.BROKER_NOT_AVAILABLE:
+            # It will never commit, or it never left this node (the transport answers
+            # BROKER_NOT_AVAILABLE for a request it could not send): send it again.
+            call.not_before_ms = now_ms + RETRY_BACKOFF_MS
+        elif call.records is None and code in (Errors.NETWORK_EXCEPTION, Errors.REQUEST_TIMED_OUT):
+            call.not_before_ms = now_ms + RETRY_BACKOFF_MS  # a read may always be asked again
         else:
             self._forget(call)
             call.future.set_exception(self._failure(code, body, now_ms))
@@ -188,8 +205,9 @@ class Forwarder:
         self, code: Errors, body: ForwardAppendResponse | ReadIndexResponse, now_ms: int
     ) -> Exception:
         message = body.error_message or code.name
-        if code is Errors.REQUEST_TIMED_OUT:
-            return OperationTimeoutError(f"the leader timed out: {message}")
+        if code is Errors.REQUEST_TIMED_OUT or code is Errors.NETWORK_EXCEPTION:
+            # The request may have reached the leader: the write's outcome is unknown.
+            return OperationTimeoutError(f"no answer from the leader ({message})")
         if code is Errors.RECORD_LIST_TOO_LARGE:
             return RecordBatchTooLargeError(message)
         if code is Errors.THROTTLING_QUOTA_EXCEEDED:

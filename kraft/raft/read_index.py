@@ -63,6 +63,10 @@ class ReadIndex:
         self._acked_round: dict[int, int] = {}
         self._barriers: list[_Barrier] = []
 
+    @property
+    def is_idle(self) -> bool:
+        return not self._barriers
+
     def build_heartbeat(self, destination: int) -> Request:
         """The leader's BeginQuorumEpoch to ``destination``, tagged with the current round."""
         self._sent_round[destination] = self._round
@@ -127,10 +131,13 @@ class ReadIndex:
 
     def leadership_lost(self, epoch: int) -> None:
         """Every barrier fails; the next leadership starts afresh."""
+        self.fail_all(
+            NotLeaderError(f"leadership of epoch {epoch} ended before the read was confirmed")
+        )
+
+    def fail_all(self, exc: BaseException) -> None:
         barriers, self._barriers = self._barriers, []
         self._sent_round.clear()
         self._acked_round.clear()
         for barrier in barriers:
-            barrier.future.set_exception(
-                NotLeaderError(f"leadership of epoch {epoch} ended before the read was confirmed")
-            )
+            barrier.future.set_exception(exc)

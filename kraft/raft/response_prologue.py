@@ -72,6 +72,11 @@ def named_leader_of_fetch_response(body: FetchResponse | FetchSnapshotResponse) 
     return leader.leader_id, leader.leader_epoch, body.node_endpoints
 
 
+#: What the transport answers for a peer it could not reach, or that dropped the connection
+#: with the request in flight: back off quietly, as for any lost request.
+_UNREACHABLE = frozenset({Errors.BROKER_NOT_AVAILABLE, Errors.NETWORK_EXCEPTION})
+
+
 class ResponseKind(NamedTuple):
     """How one type of response is handled (one entry of the client's dispatch table)."""
 
@@ -164,7 +169,7 @@ class ResponsePrologue:
         return kind.handle(response, body, leader, now)
 
     def _handle_top_level_error(self, error: int, response: InboundResponse, now: int) -> bool:
-        if error == Errors.BROKER_NOT_AVAILABLE:
+        if error in _UNREACHABLE:
             return False
         # kraft: Kafka throws on CLUSTER_AUTHORIZATION_FAILED; here it means the peer refused
         # the replica id this node claims (kraft/raft/rpc.py: PeerCheck), a configuration
@@ -223,6 +228,6 @@ class ResponsePrologue:
             logger.error("a peer answered INVALID_REQUEST")
         elif error == Errors.INVALID_VOTER_KEY:
             logger.info("a peer answered INVALID_VOTER_KEY")
-        elif error != Errors.BROKER_NOT_AVAILABLE:
+        elif error not in _UNREACHABLE:
             return None
         return False

@@ -16,9 +16,11 @@ Theory of operation
     it and kept. Requests are pipelined on it, matched to responses by correlation id (the
     core's, from :meth:`TrioNetworkChannel.new_correlation_id`). As in Kafka's
     ``KafkaNetworkChannel`` over ``NetworkClient``, a request never goes unanswered: a
-    destination with no address, a connection that cannot be opened or that closes before the
-    answer, and a destination still backing off after such a failure all answer it locally with
-    the request's response type carrying BROKER_NOT_AVAILABLE; a request unanswered after
+    destination with no address, a connection that cannot be opened, and a destination still
+    backing off after such a failure all answer it locally with the request's response type
+    carrying BROKER_NOT_AVAILABLE (the request never left); a connection that closes after it
+    opened answers its requests in flight NETWORK_EXCEPTION (the peer may have read them: a
+    forwarded write's outcome is unknown, kraft/raft/forwarding.py); a request unanswered after
     ``request_timeout_ms`` closes the connection (Kafka disconnects on a request timeout) and
     every request in flight on it is answered REQUEST_TIMED_OUT. Each request gets exactly one
     answer. After a failed connection attempt the peer backs off exponentially from
@@ -712,7 +714,15 @@ class TrioNetworkChannel:
         # Kafka's ClusterConnectionStates: the next attempt waits the backoff from the start of
         # the last one, which grows with the failures in a row.
         peer.backoff_until = connection.started_at + self._backoff_delay_s(peer.failures)
-        error = Errors.REQUEST_TIMED_OUT if connection.timed_out else Errors.BROKER_NOT_AVAILABLE
+        # A request on a connection that never opened was never sent: BROKER_NOT_AVAILABLE.
+        # Once it opened, the peer may have read the request: NETWORK_EXCEPTION (Kafka's
+        # "disconnected before a response was received"), so a write is not sent twice.
+        if connection.timed_out:
+            error = Errors.REQUEST_TIMED_OUT
+        elif connection.established:
+            error = Errors.NETWORK_EXCEPTION
+        else:
+            error = Errors.BROKER_NOT_AVAILABLE
         with connection.lock:  # closed: the driver thread adds nothing more
             requests = [request for request, _ in connection.in_flight.values()]
             connection.in_flight.clear()

@@ -37,13 +37,20 @@ class Case:
     linger_ms: int = 0
     #: fetch_high_watermark_linger_ms (0: Kafka's KIP-1166 behaviour, the default).
     hw_linger_ms: int = 0
+    #: How the load appends: "prepare" (prepare_append + the listener) or "futures"
+    #: (RaftNode.append, each future waited on), or "barriers" (RaftNode.read_barrier in a
+    #: closed loop: its latency is the read's).
+    mode: str = "prepare"
 
 
 CASES = [
     Case("latency-1x100B", window=1, per_append=1),
+    Case("latency-1x100B-futures", window=1, per_append=1, mode="futures"),
+    Case("read-barrier-leader", window=1, per_append=1, mode="barriers"),
     Case("latency-1x100B-hwlinger1", window=1, per_append=1, hw_linger_ms=1),
     Case("throughput-100B-window64x1", window=64, per_append=1),
     Case("throughput-100B-window16x100", window=16, per_append=100),
+    Case("throughput-100B-window16x100-futures", window=16, per_append=100, mode="futures"),
     Case("throughput-100B-window8x1000", window=8, per_append=1000),
     Case("latency-1x1KiB", size=1024, window=1, per_append=1),
     Case("throughput-1KiB-window16x100", size=1024, window=16, per_append=100),
@@ -72,7 +79,7 @@ def run_case(case: Case, seconds: float, root: Path) -> dict[str, Any]:
         local.start(TIMEOUT_S)
         leader = local.leader(TIMEOUT_S)
         answer = local.nodes[leader].request(
-            f"load {seconds} {case.size} {case.window} {case.per_append}",
+            f"load {seconds} {case.size} {case.window} {case.per_append} {case.mode}",
             ("result", "error"),
             seconds + TIMEOUT_S,
         )

@@ -4,14 +4,15 @@ Started by ``bench_quorum.py`` (through ``kraft.runtime.processes.LocalQuorum``)
 ``python bench_quorum_node.py CONFIG``. It prints the console protocol's ``started`` and
 ``leader`` events, and takes one command on stdin::
 
-    load SECONDS RECORD_BYTES WINDOW RECORDS_PER_APPEND
+    load SECONDS RECORD_BYTES WINDOW RECORDS_PER_APPEND [prepare|futures|barriers]
 
 On the leader this runs a closed loop for SECONDS: at most WINDOW appends outstanding, each of
 RECORDS_PER_APPEND records of RECORD_BYTES bytes; an append counts when the leader's listener
 sees it committed. It prints ``{"event": "result", ...}`` with committed records/s and the
 commit latency of every append (p50, p90, p99, max, in ms). The appends are made the way an
-embedding service makes them: ``prepare_append`` + ``schedule_prepared_append`` from a
-thread of the service.
+embedding service makes them from a thread of its own: ``prepare_append`` +
+``schedule_prepared_append`` ("prepare", the default), or ``RaftNode.append`` with its commit
+future ("futures"). "barriers" times ``RaftNode.read_barrier`` instead, one at a time.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import sys
 import threading
 import time
 from collections import deque
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -105,7 +107,12 @@ def run_load(
             committed_records += per_append
         if now > deadline + 30:
             raise TimeoutError("appends did not commit within 30 s of the end")
-    elapsed = time.perf_counter() - started
+    return _summary(latencies, committed_records, size, time.perf_counter() - started)
+
+
+def _summary(
+    latencies: list[float], committed_records: int, size: int, elapsed: float
+) -> dict[str, Any]:
     latencies.sort()
     return {
         "records": committed_records,
@@ -118,6 +125,40 @@ def run_load(
         "p99_ms": round(percentile(latencies, 0.99), 3),
         "max_ms": round(latencies[-1], 3) if latencies else None,
     }
+
+
+def run_futures(
+    node: RaftNode[bytes], seconds: float, size: int, window: int, per_append: int
+) -> dict[str, Any]:
+    """The same closed loop on ``RaftNode.append``: the future says when each committed."""
+    records = [b"x" * size] * per_append
+    outstanding: deque[tuple[Future[int], float]] = deque()
+    latencies: list[float] = []
+    committed_records = 0
+    started = time.perf_counter()
+    deadline = started + seconds
+    while True:
+        now = time.perf_counter()
+        if now >= deadline and not outstanding:
+            break
+        while now < deadline and len(outstanding) < window:
+            outstanding.append((node.append(records), time.perf_counter()))
+        future, began = outstanding.popleft()
+        future.result(timeout=30)
+        latencies.append((time.perf_counter() - began) * 1000)
+        committed_records += per_append
+    return _summary(latencies, committed_records, size, time.perf_counter() - started)
+
+
+def run_barriers(node: RaftNode[bytes], seconds: float) -> dict[str, Any]:
+    """Read barriers on the leader, one at a time: each is one heartbeat round trip."""
+    latencies: list[float] = []
+    started = time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        began = time.perf_counter()
+        node.read_barrier().result(timeout=30)
+        latencies.append((time.perf_counter() - began) * 1000)
+    return _summary(latencies, len(latencies), 0, time.perf_counter() - started)
 
 
 def main() -> int:
@@ -146,8 +187,14 @@ def main() -> int:
                     int(words[3]),
                     int(words[4]),
                 )
+                mode = words[5] if len(words) > 5 else "prepare"
                 try:
-                    result = run_load(node, tracker, seconds, size, window, per_append)
+                    if mode == "futures":
+                        result = run_futures(node, seconds, size, window, per_append)
+                    elif mode == "barriers":
+                        result = run_barriers(node, seconds)
+                    else:
+                        result = run_load(node, tracker, seconds, size, window, per_append)
                 except KraftError as exc:
                     emit(event="error", error=type(exc).__name__, message=str(exc))
                 else:

@@ -401,9 +401,10 @@ def test_peer_closing_the_connection_fails_requests_in_flight(make_node: MakeNod
         for _ in range(2):
             response = poll_response(a.queue)
             errors[response.correlation_id] = response.body
+        # The connection had opened: the peer may have read them.
         assert errors == {
-            first: VoteResponse(error_code=Errors.BROKER_NOT_AVAILABLE),
-            second: FetchResponse(error_code=Errors.BROKER_NOT_AVAILABLE),
+            first: VoteResponse(error_code=Errors.NETWORK_EXCEPTION),
+            second: FetchResponse(error_code=Errors.NETWORK_EXCEPTION),
         }
 
 
@@ -686,7 +687,7 @@ def test_bad_response_closes_the_connection_and_fails_the_request(
                 conn.sendall(reply(correlation_id))
                 response = poll_response(a.queue)
         assert response.correlation_id == correlation_id
-        assert response.body == VoteResponse(error_code=Errors.BROKER_NOT_AVAILABLE)
+        assert response.body == VoteResponse(error_code=Errors.NETWORK_EXCEPTION)
         assert "closing connection to 2" in caplog.text
 
 
@@ -823,7 +824,9 @@ def test_tls_untrusted_client_is_refused(
     with caplog.at_level(logging.WARNING, logger="kraft.runtime.transport"):
         send(stranger.channel, 2, vote())
         response = poll_response(stranger.queue)
-    assert response.body == VoteResponse(error_code=Errors.BROKER_NOT_AVAILABLE)
+    # TLS 1.3: the client's handshake completes before the server checks its certificate, so
+    # the refusal closes a connection that had opened (the request's fate unknown to it).
+    assert response.body == VoteResponse(error_code=Errors.NETWORK_EXCEPTION)
     assert "TLS handshake failed" in caplog.text
     assert b.queue.is_empty()
 
