@@ -23,8 +23,8 @@ import pytest
 #: shared vocabulary (common, errors, config); the snapshot files are below the log, which
 #: keeps its snapshots with them; the drivers of the core (the event queue, the metrics, the
 #: trio runtime with its async API above it, the test harness, and the simulator above them
-#: all) come above it; the analysis of the simulator's event logs and the command line over
-#: all of it are on top.
+#: all) and the key-value state machine built on the core's StateMachine (kv) come above it;
+#: the analysis of the simulator's event logs and the command line over all of it are on top.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("common", "errors"),
     ("config",),
@@ -32,7 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("snapshot",),
     ("log",),
     ("raft",),
-    ("queue", "metrics"),
+    ("queue", "metrics", "kv"),
     ("runtime", "testing"),
     ("aio",),
     ("simulation",),
