@@ -444,8 +444,10 @@ class RaftNode(Generic[T]):
         future.add_done_callback(self._forget)
 
         def start() -> None:
-            if not future.set_running_or_notify_cancel():
-                return  # cancelled before it started: nothing was asked of the core
+            # Cancelled before it started (or failed by a close that gave up waiting for this
+            # thread): nothing is asked of the core.
+            if future.done() or not future.set_running_or_notify_cancel():
+                return
             try:
                 raft_future = call(client)
             except Exception as exc:  # ValueError for a negative timeout
