@@ -85,6 +85,8 @@ class Operation(msgspec.Struct, frozen=True, kw_only=True):
     result: str | bool | None = None
 
     def __post_init__(self) -> None:
+        if self.op not in ("put", "get", "cas"):
+            raise ValueError(f"{self}: unknown operation {self.op!r}")
         if self.complete_ms is not None and self.complete_ms < self.invoke_ms:
             raise ValueError(f"{self}: completes before it is invoked")
         if self.op in ("put", "cas") and self.value is None:

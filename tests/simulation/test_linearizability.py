@@ -242,6 +242,8 @@ def test_operations_are_validated() -> None:
         put("x", "1", 10, 5)
     with pytest.raises(ValueError, match="needs a value"):
         Operation(client=0, op="put", key="x", invoke_ms=0, complete_ms=1)
+    with pytest.raises(ValueError, match="unknown operation"):
+        Operation(client=0, op="delete", key="x", invoke_ms=0, complete_ms=1)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="returns a bool"):
         cas("x", None, "1", None, 0, 1)
 
