@@ -25,12 +25,15 @@ from kraft.errors import (
     IllegalStateError,
     InvalidAppendError,
     KraftError,
+    LeaderTransferError,
     NotLeaderError,
+    OperationTimeoutError,
     RecordBatchTooLargeError,
     StorageError,
 )
 from kraft.log.api import OffsetAndEpoch
 from kraft.raft.client import KafkaRaftClient
+from kraft.raft.futures import RaftFuture
 from kraft.raft.listeners import Batch, BatchReader, LeaderAndEpoch, Listener
 from kraft.record.serde import BytesSerde, MsgspecSerde, RecordSerde, StrSerde
 
@@ -77,13 +80,16 @@ __all__ = [
     "KafkaRaftClient",
     "KraftError",
     "LeaderAndEpoch",
+    "LeaderTransferError",
     "Listener",
     "MsgspecSerde",
     "NodeConfig",
     "NotLeaderError",
     "OffsetAndEpoch",
+    "OperationTimeoutError",
     "QuorumConfig",
     "RaftClient",
+    "RaftFuture",
     "RaftNode",
     "RecordBatchTooLargeError",
     "RecordSerde",

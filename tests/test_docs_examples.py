@@ -1,5 +1,6 @@
 """The Python examples in the guides run as written (each block on its own, in a fresh
-interpreter): docs/testing.md, docs/simulation.md and docs/snapshots.md."""
+interpreter): docs/testing.md, docs/simulation.md, docs/snapshots.md and docs/embedding.md
+(whose examples start real nodes on loopback)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from kraft.cli.main import build_parser
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 #: Each guide, and how many examples it has at least (so that the extraction did not find
 #: zero by accident).
-GUIDES = {"testing.md": 10, "simulation.md": 4, "snapshots.md": 2}
+GUIDES = {"testing.md": 10, "simulation.md": 4, "snapshots.md": 2, "embedding.md": 4}
 BLOCKS = {
     guide: re.findall(r"```python\n(.*?)```", (DOCS / guide).read_text(), re.S) for guide in GUIDES
 }

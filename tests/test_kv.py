@@ -77,3 +77,25 @@ def test_replicas_agree_and_the_submitter_learns_the_cas_outcome() -> None:
     for machine in machines.values():
         assert machine.get("x") == "3"
         assert [machine.result_at(o) for o in offsets if o is not None] == [True, False, True]
+
+
+def test_a_write_through_any_node_learns_its_outcome_there_and_a_barrier_read_sees_it() -> None:
+    """What the kv workload does: a cas appended through a follower completes once that
+    node's state machine applied it, so ``result_at`` answers there; a read barrier on
+    another node, then its local state, sees the write."""
+    cluster: LocalCluster[KvCommand] = LocalCluster(3, seed=4, serde=KvSerde())
+    machines = {node_id: KvStateMachine() for node_id in cluster.nodes}
+    for node_id, client in cluster.nodes.items():
+        client.register(StateMachineListener(client, machines[node_id], SnapshotPolicy()))
+    assert cluster.run_until(lambda: cluster.leader() is not None, 10_000)
+    leader = cluster.leader()
+    followers = [node_id for node_id in cluster.nodes if node_id != leader]
+    values = ["1", "2"]  # both create k: one swaps, the other finds it there
+    writes = [cluster.nodes[followers[0]].append([KvCommand("cas", "k", v)]) for v in values]
+    assert cluster.run_until(lambda: all(w.done() for w in writes), 5_000)
+    outcomes = [machines[followers[0]].result_at(w.result()) for w in writes]
+    assert sorted(outcomes) == [False, True]
+    barrier = cluster.nodes[followers[1]].read_barrier()
+    assert cluster.run_until(barrier.done, 5_000)
+    assert barrier.result() >= max(w.result() for w in writes)
+    assert machines[followers[1]].get("k") == values[outcomes.index(True)]

@@ -22,9 +22,9 @@ import pytest
 #: own layer or above. The Raft core (record, protocol, snapshot, log, raft) stands on the
 #: shared vocabulary (common, errors, config); the snapshot files are below the log, which
 #: keeps its snapshots with them; the drivers of the core (the event queue, the metrics, the
-#: trio runtime, the test harness, and the simulator above them all) and the key-value state
-#: machine built on the core's StateMachine (kv) come above it; the analysis of the
-#: simulator's event logs and the command line over all of it are on top.
+#: trio runtime with its async API above it, the test harness, and the simulator above them
+#: all) and the key-value state machine built on the core's StateMachine (kv) come above it;
+#: the analysis of the simulator's event logs and the command line over all of it are on top.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("common", "errors"),
     ("config",),
@@ -34,6 +34,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("raft",),
     ("queue", "metrics", "kv"),
     ("runtime", "testing"),
+    ("aio",),
     ("simulation",),
     ("analysis",),
     ("cli",),

@@ -21,6 +21,14 @@ change, or another change still in progress) or a lost connection is retried wit
 found afresh; a retry answered DUPLICATE_VOTER (add) or VOTER_NOT_FOUND (remove) counts as done
 if the leader's voter set shows the change made (an earlier attempt made it).
 
+``append --value TEXT [--value TEXT ...]`` writes the values' UTF-8 bytes as one batch
+through the leader (kraft's ForwardAppend, docs/protocol-wire.md: an admin connection is no
+replica that could forward, so it is sent to the leader found as above) and prints the offsets
+the batch committed at. NOT_LEADER_OR_FOLLOWER means the batch was not appended: it is sent
+again, to the leader found afresh, until ``--timeout``. A timeout or a
+lost connection after sending leave the outcome unknown (the batch may still commit), so it
+is not sent again: the command says so and exits 1.
+
 Exit status 0; 1 with ``error: ...`` when no address gave an answer from the leader, or with
 Kafka's error name when the change failed; 2 for bad arguments.
 """
@@ -34,11 +42,11 @@ import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from kraft.common.uuids import ZERO_UUID, uuid_from_text, uuid_to_text
 from kraft.config import ConfigError, Endpoint, parse_bootstrap_servers
-from kraft.errors import KraftError, TransportError
+from kraft.errors import KraftError, OperationTimeoutError, TransportError
 from kraft.log.meta_properties import read_meta_properties
 from kraft.protocol.errors import Errors, error_name
 from kraft.protocol.messages import (
@@ -46,6 +54,8 @@ from kraft.protocol.messages import (
     AddRaftVoterResponse,
     DescribeQuorumRequest,
     DescribeQuorumResponse,
+    ForwardAppendRequest,
+    ForwardAppendResponse,
     RemoveRaftVoterRequest,
     RemoveRaftVoterResponse,
     ReplicaState,
@@ -60,8 +70,10 @@ from kraft.runtime.request_once import request_once
 from kraft.runtime.tls import TlsConfig
 
 __all__ = [
+    "AppendResult",
     "add_change_arguments",
     "add_connection_arguments",
+    "append_values",
     "connection_settings",
     "describe_quorum",
     "find_leader",
@@ -137,6 +149,30 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     )
     add_change_arguments(remove)
     remove.set_defaults(handler=_remove_controller)
+
+    append = commands.add_parser(
+        "append",
+        help="write records through the leader (for demos and tests)",
+        description="Append the --value texts (UTF-8) as one batch through the leader and "
+        "print the offsets it committed at. The nodes' serde must decode those bytes: "
+        "`kraft node start` stores them as they are. Read them back with `kraft log dump "
+        "DATA_DIR --records`.",
+    )
+    add_connection_arguments(append)
+    append.add_argument(
+        "--value",
+        action="append",
+        required=True,
+        help="a record's value; repeat for more records in the batch",
+    )
+    append.add_argument("--json", action="store_true", help="print JSON")
+    append.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        help="seconds until the batch must have committed, retries included (default 30)",
+    )
+    append.set_defaults(handler=_append)
 
 
 def add_connection_arguments(
@@ -547,3 +583,96 @@ def send_change(
         if code not in _RETRIABLE:
             return problem
         maybe_made |= code == Errors.REQUEST_TIMED_OUT
+
+
+# -- writes (kraft's ForwardAppend) ------------------------------------------------------------
+
+
+class AppendResult(NamedTuple):
+    """Where a batch sent by :func:`append_values` committed."""
+
+    base_offset: int
+    last_offset: int
+    #: The epoch of the leader that appended the batch.
+    epoch: int
+    leader_id: int
+
+
+def append_values(
+    bootstrap: list[Endpoint],
+    values: list[bytes],
+    *,
+    timeout_s: float,
+    cluster_id: str | None = None,
+    tls: TlsConfig | None = None,
+) -> AppendResult:
+    """Append ``values`` as one batch through the leader (see the module docstring).
+
+    Raises :class:`~kraft.errors.TransportError` when no leader took the batch before
+    ``timeout_s``, :class:`~kraft.errors.OperationTimeoutError` when the outcome is unknown,
+    :class:`~kraft.errors.KraftError` with Kafka's error name when the leader refused it.
+    """
+    if not values:
+        raise ValueError("no values to append")
+    deadline = time.monotonic() + timeout_s
+    problem = ""
+    while True:
+        remaining_s = deadline - time.monotonic()
+        if remaining_s <= 0:
+            raise TransportError(f"{problem} (gave up after {timeout_s:g} s)")
+        if problem:
+            time.sleep(min(_RETRY_BACKOFF_S, remaining_s))
+        try:
+            leader, _ = find_leader(
+                bootstrap, cluster_id=cluster_id, timeout_s=min(5.0, remaining_s), tls=tls
+            )
+        except TransportError as exc:
+            problem = str(exc)
+            continue
+        remaining_s = max(0.001, deadline - time.monotonic())
+        body = ForwardAppendRequest(records=tuple(values), timeout_ms=int(remaining_s * 1000))
+        try:
+            # The leader answers at the latest at the request's timeout_ms: wait a little more.
+            response = request_once(
+                leader, body, cluster_id=cluster_id, timeout_s=remaining_s + 2.0, tls=tls
+            )
+        except TransportError as exc:
+            raise OperationTimeoutError(f"{exc}: the batch may or may not have committed") from exc
+        assert isinstance(response, ForwardAppendResponse)
+        code = response.error_code
+        if code == Errors.NONE:
+            return AppendResult(
+                response.last_offset - len(values) + 1,
+                response.last_offset,
+                response.batch_epoch,
+                response.leader_id,
+            )
+        problem = (
+            f"{leader}: "
+            + error_name(code)
+            + (f": {response.error_message}" if response.error_message else "")
+        )
+        if code == Errors.REQUEST_TIMED_OUT:
+            raise OperationTimeoutError(f"{problem}: the batch may or may not have committed")
+        if code != Errors.NOT_LEADER_OR_FOLLOWER:  # else nothing was appended: send it again
+            raise KraftError(problem)
+
+
+def _append(args: argparse.Namespace) -> int:
+    try:
+        bootstrap, tls, cluster_id = connection_settings(args)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    values = [value.encode("utf-8") for value in args.value]
+    result = append_values(
+        bootstrap, values, timeout_s=args.timeout, cluster_id=cluster_id, tls=tls
+    )  # KraftError: `kraft` prints it and exits 1
+    if args.json:
+        print(json.dumps(result._asdict()))
+    else:
+        print(
+            f"Appended {len(values)} record(s) at offsets {result.base_offset}.."
+            f"{result.last_offset} (leader {result.leader_id}, epoch {result.epoch})"
+        )
+    return 0

@@ -22,6 +22,13 @@ Theory of operation
     After each poll the driver calls ``after_poll`` (the node uses it to follow the voter set)
     and reports the fraction of the iteration spent waiting on the queue
     (Kafka's ``poll-idle-ratio-avg``) to a metrics sink that wants it.
+
+    The core is called on this thread only (its futures and state have no locks): other
+    threads hand it work with :meth:`RaftClientDriver.call_soon`, which queues a function and
+    wakes the queue; the driver runs the queued functions, in order, before its next poll. A
+    function that raises is logged (at most once a minute) and the driver goes on: a caller's
+    mistake is not a fault of the quorum. Functions still queued when the driver stops never
+    run; their owner settles what they were for (``RaftNode`` fails its futures at close).
 """
 
 from __future__ import annotations
@@ -29,10 +36,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, Protocol
 
+from kraft.common.ratelimit import LogLimiter
 from kraft.errors import IllegalStateError, QuorumStateError
 from kraft.raft.client import KafkaRaftClient
 from kraft.raft.resources import ResourceFailures
@@ -47,6 +56,8 @@ DEFAULT_SHUTDOWN_TIMEOUT_MS = 5000
 #: doubled at each failure in a row up to the maximum.
 _MIN_RETRY_PAUSE_S = 0.1
 _MAX_RETRY_PAUSE_S = 2.0
+#: At most one log line per interval for functions given to ``call_soon`` that raise.
+_CALL_FAILURE_LOG_INTERVAL_MS = 60_000
 
 
 class PollIdleRecorder(Protocol):
@@ -89,6 +100,12 @@ class RaftClientDriver:
         self.failure: BaseException | None = None
         self._resource_failures = ResourceFailures()
         self._retry_pause_s = _MIN_RETRY_PAUSE_S
+        #: Functions from other threads, run before the next poll (see :meth:`call_soon`).
+        self._calls: deque[Callable[[], None]] = deque()
+        #: Whether ``call_soon`` still takes functions: until the polling loop has ended.
+        self._accepting = True
+        self._call_failure_log = LogLimiter(_CALL_FAILURE_LOG_INTERVAL_MS)
+        self._suppressed_call_failures = 0
 
     @property
     def thread_name(self) -> str:
@@ -102,6 +119,36 @@ class RaftClientDriver:
 
     def is_alive(self) -> bool:
         return self._thread.is_alive()
+
+    def call_soon(self, fn: Callable[[], None]) -> None:
+        """Run ``fn()`` on the driver thread before its next poll (from any thread; in order).
+
+        Raises :class:`~kraft.errors.IllegalStateError` once the driver has stopped polling.
+        """
+        with self._lock:
+            if not self._accepting:
+                raise IllegalStateError(f"{self._thread.name} has stopped polling")
+            self._calls.append(fn)
+        self.client.queue.wakeup()  # ends the poll's wait: the call runs now, not at a timeout
+
+    def _run_calls(self) -> None:
+        calls = self._calls
+        while calls:
+            fn = calls.popleft()
+            try:
+                fn()
+            except Exception as exc:
+                if self._call_failure_log.allow(self.client.clock.now_ms()):
+                    logger.error(
+                        "%s: a function given to call_soon raised (%d more not logged): %r",
+                        self._thread.name,
+                        self._suppressed_call_failures,
+                        exc,
+                        exc_info=exc,
+                    )
+                    self._suppressed_call_failures = 0
+                else:
+                    self._suppressed_call_failures += 1
 
     def _run(self) -> None:
         client = self.client
@@ -140,9 +187,14 @@ class RaftClientDriver:
                 except Exception:
                     logger.exception("the fatal-fault handler failed")
             return
+        finally:
+            with self._lock:
+                self._accepting = False
+                self._calls.clear()
         logger.info("%s: the Raft client has shut down", self._thread.name)
 
     def _poll_once(self) -> None:
+        self._run_calls()
         try:
             self.client.poll()
         except QuorumStateError as exc:

@@ -22,6 +22,14 @@ Theory of operation
     ``leader_and_epoch``...). The client's accumulator is guarded by a lock for appends from
     any thread. Listener callbacks run on the driver thread.
 
+    :meth:`RaftNode.append`, :meth:`RaftNode.read_barrier` and
+    :meth:`RaftNode.transfer_leadership` may be called from any thread: each hands the core's
+    call of the same name to the driver thread (``RaftClientDriver.call_soon``) and returns a
+    ``concurrent.futures.Future`` that the core's ``RaftFuture`` completes, on the driver
+    thread (so a callback added to it runs there: it must not block). A future still pending
+    when the node stops fails with ``IllegalStateError``; so does one asked of a node that is
+    not running (docs/embedding.md).
+
     A fault on the driver thread (an exception from ``poll``) is fatal, as in Kafka: it is
     logged, the node stops serving (transport and log closed), :attr:`RaftNode.failure` holds
     the exception, and :meth:`RaftNode.wait` returns. The node never hangs silently.
@@ -33,10 +41,11 @@ import ipaddress
 import logging
 import random
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, InvalidStateError
 from pathlib import Path
 from types import TracebackType
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from kraft.common.uuids import ZERO_UUID, uuid_from_text
 from kraft.config import Endpoint, QuorumConfig
@@ -60,6 +69,9 @@ from kraft.runtime.limits import ConnectionLimits
 from kraft.runtime.queue import BlockingMessageQueue
 from kraft.runtime.tls import TlsConfig
 from kraft.runtime.transport import TrioNetworkChannel
+
+if TYPE_CHECKING:
+    from kraft.raft.futures import RaftFuture
 
 __all__ = ["RaftNode", "unauthenticated_listener"]
 
@@ -124,6 +136,9 @@ class RaftNode(Generic[T]):
         self.metrics = RaftMetrics(SystemClock())
         #: The exception that stopped the driver thread, or ``None``.
         self.failure: BaseException | None = None
+        #: The futures of append, read_barrier and transfer_leadership not yet completed:
+        #: failed at close, so that no caller waits on a node that has stopped.
+        self._pending: set[Future[int]] = set()
 
     @classmethod
     def from_config(cls, config: NodeConfig, serde: RecordSerde[T]) -> RaftNode[T]:
@@ -325,10 +340,10 @@ class RaftNode(Generic[T]):
     def close(self) -> None:
         """Shut down gracefully and release everything (idempotent)."""
         with self._lock:
-            if self._closed:
-                self._stopped.wait()
-                return
-            self._closed = True
+            closing, self._closed = self._closed, True
+        if closing:  # wait for the first close, without the lock its teardown takes
+            self._stopped.wait()
+            return
         logger.info("node %d is shutting down", self.node_id)
         self._teardown()
 
@@ -352,6 +367,10 @@ class RaftNode(Generic[T]):
             if stop_exporter is not None:
                 stop_exporter()
         finally:
+            with self._lock:
+                pending, self._pending = self._pending, set()
+            for future in pending:
+                _settle(future, exception=IllegalStateError(f"node {self.node_id} has stopped"))
             self._stopped.set()
             logger.info("node %d has stopped", self.node_id)
 
@@ -382,6 +401,70 @@ class RaftNode(Generic[T]):
                 return
         client.register(listener)
 
+    # -- writes, reads and leadership, from any thread -----------------------------------------
+    def append(self, records: Sequence[T], *, timeout_ms: int | None = None) -> Future[int]:
+        """Append ``records`` as one batch, through the leader wherever it is.
+
+        The future's result is the offset of the batch's last record, once the batch has
+        committed and this node's listeners have been handed it. It fails with
+        ``NotLeaderError`` (the batch did not commit; ``leader_id`` hints where the leader
+        is), ``OperationTimeoutError`` at the timeout (the outcome is unknown: the batch may
+        still commit), ``RecordBatchTooLargeError`` or ``BufferAllocationError``.
+        ``timeout_ms=None`` is the quorum's ``request_timeout_ms``.
+        """
+        batch = list(records)  # the caller may reuse its sequence once the call returns
+        return self._submit(lambda client: client.append(batch, timeout_ms=timeout_ms))
+
+    def read_barrier(self, *, timeout_ms: int | None = None) -> Future[int]:
+        """A future of an offset R at or above every write acknowledged before this call,
+        completed once this node's listeners have been handed everything up to R: state
+        read from them afterwards is linearizable (read index; docs/embedding.md)."""
+        return self._submit(lambda client: client.read_barrier(timeout_ms=timeout_ms))
+
+    def transfer_leadership(
+        self, node_id: int | None = None, *, timeout_ms: int | None = None
+    ) -> Future[int]:
+        """On the leader: resign in favour of voter ``node_id`` (``None``: the most caught-up
+        other voter). The future's result is the id of the new leader once this node learns
+        of it; it fails with ``LeaderTransferError`` for a target that is not a caught-up
+        voter, ``NotLeaderError`` on a node that does not lead."""
+        return self._submit(
+            lambda client: client.transfer_leadership(node_id, timeout_ms=timeout_ms)
+        )
+
+    def _submit(self, call: Callable[[KafkaRaftClient[T]], RaftFuture[int]]) -> Future[int]:
+        """Run ``call`` on the driver thread; its RaftFuture completes the returned future."""
+        future: Future[int] = Future()
+        with self._lock:
+            driver, client = self._driver, self._client
+            if driver is None or client is None or self._closed:
+                future.set_exception(IllegalStateError(f"node {self.node_id} is not running"))
+                return future
+            self._pending.add(future)
+        future.add_done_callback(self._forget)
+
+        def start() -> None:
+            # Cancelled before it started (or failed by a close that gave up waiting for this
+            # thread): nothing is asked of the core.
+            if future.done() or not future.set_running_or_notify_cancel():
+                return
+            try:
+                raft_future = call(client)
+            except Exception as exc:  # ValueError for a negative timeout
+                _settle(future, exception=exc)
+                return
+            raft_future.add_done_callback(lambda done: _complete(future, done))
+
+        try:
+            driver.call_soon(start)
+        except IllegalStateError as exc:  # the driver stopped since: close() fails the rest
+            _settle(future, exception=exc)
+        return future
+
+    def _forget(self, future: Future[int]) -> None:
+        with self._lock:
+            self._pending.discard(future)
+
     # -- what users read ------------------------------------------------------------------------
     @property
     def client(self) -> KafkaRaftClient[T]:
@@ -407,6 +490,29 @@ class RaftNode(Generic[T]):
     def is_running(self) -> bool:
         driver = self._driver
         return driver is not None and driver.is_alive()
+
+
+def _complete(future: Future[int], done: RaftFuture[int]) -> None:
+    error = done.exception()
+    if error is None:
+        _settle(future, result=done.result())
+    else:
+        _settle(future, exception=error)
+
+
+def _settle(
+    future: Future[int], *, result: int | None = None, exception: BaseException | None = None
+) -> None:
+    """Complete ``future`` unless it is done already (a node that stopped may have failed it
+    while the driver thread, which did not stop in time, completes it too)."""
+    try:
+        if exception is not None:
+            future.set_exception(exception)
+        else:
+            assert result is not None
+            future.set_result(result)
+    except InvalidStateError:
+        pass
 
 
 def _voter_address(endpoints: Endpoints) -> Endpoint | None:

@@ -224,7 +224,7 @@ def test_a_downloaded_snapshot_that_reaches_the_repair_target_repairs_the_log(
         assert log.repair_target == OffsetAndEpoch(20, 1)  # (1, 18) is still behind (1, 20)
         freeze(log.create_new_snapshot_unchecked(OffsetAndEpoch(snapshot_end, 1)))
         assert log.truncate_to_latest_snapshot()
-        assert log.repair_target is None
+        assert target_of(log) is None
     assert not (directory / "repair-target").exists()
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 import threading
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -187,3 +188,85 @@ def test_the_driver_refuses_an_uninitialized_client(tmp_path: Path) -> None:
     )
     with pytest.raises(IllegalStateError):
         RaftClientDriver(client).start()
+
+
+def _idle_single_voter() -> KafkaRaftClient[bytes]:
+    """A lone leader whose every timer is ten minutes away: its poll waits that long unless
+    something wakes the queue."""
+    long = 600_000
+    config = QuorumConfig(
+        voters={1: Endpoint("127.0.0.1", 1)},
+        election_timeout_ms=long,
+        election_backoff_max_ms=long,
+        fetch_timeout_ms=long,
+        request_timeout_ms=long,
+        log_clean_interval_ms=long,
+    )
+    client: KafkaRaftClient[bytes] = KafkaRaftClient(
+        local_id=1,
+        config=config,
+        log=MemoryLog(),
+        store=MemoryQuorumStateStore(),
+        channel=MockNetworkChannel(),
+        queue=BlockingMessageQueue(),
+        clock=SystemClock(),
+        rand=random.Random(1),
+        serde=BytesSerde(),
+    )
+    client.initialize()
+    return client
+
+
+def test_call_soon_runs_on_the_driver_thread_in_order_and_wakes_an_idle_poll() -> None:
+    client = _idle_single_voter()
+    driver = RaftClientDriver(client)
+    driver.start()
+    ran: list[tuple[int, str]] = []
+    done = threading.Event()
+
+    def record(i: int) -> Callable[[], None]:
+        return lambda: ran.append((i, threading.current_thread().name))
+
+    try:
+        # Idle: the driver is now inside a poll that would wait ten minutes.
+        for i in range(3):
+            driver.call_soon(record(i))
+        driver.call_soon(done.set)
+        assert done.wait(WAIT_S)
+    finally:
+        driver.shutdown(timeout_s=WAIT_S)
+    assert ran == [(0, "kraft-1-io"), (1, "kraft-1-io"), (2, "kraft-1-io")]
+
+
+def test_a_function_that_raises_is_logged_once_and_the_driver_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    client = _idle_single_voter()
+    driver = RaftClientDriver(client)
+    driver.start()
+    done = threading.Event()
+
+    def bug() -> None:
+        raise ValueError("a caller's bug")
+
+    try:
+        with caplog.at_level("ERROR", logger="kraft.runtime.driver"):
+            for _ in range(5):
+                driver.call_soon(bug)
+            driver.call_soon(done.set)
+            assert done.wait(WAIT_S)
+        assert driver.is_alive() and driver.failure is None
+    finally:
+        driver.shutdown(timeout_s=WAIT_S)
+    lines = [r for r in caplog.records if "call_soon raised" in r.getMessage()]
+    assert len(lines) == 1  # rate-limited: one line a minute
+    assert "a caller's bug" in lines[0].getMessage()
+
+
+def test_call_soon_refuses_once_the_driver_has_stopped() -> None:
+    client = _idle_single_voter()
+    driver = RaftClientDriver(client)
+    driver.start()
+    driver.shutdown(timeout_s=WAIT_S)
+    with pytest.raises(IllegalStateError, match="stopped polling"):
+        driver.call_soon(lambda: None)

@@ -100,6 +100,31 @@ LINEARIZABLE = {
         cas("x", "1", "2", None, 20, None),
         get("x", "2", 100, 110),
     ],
+    "two unknown puts of one value may both take effect": [
+        put("x", "1", 0, None, client=1),
+        put("x", "1", 0, None, client=2),
+        get("x", "1", 10, 20),
+        put("x", "2", 30, 40),
+        get("x", "2", 50, 60),
+        get("x", "1", 70, 80),
+    ],
+    "unknown cas operations chain": [
+        cas("x", None, "a", None, 0, None, client=1),
+        cas("x", "a", "b", None, 0, None, client=2),
+        get("x", "b", 10, 20),
+    ],
+    "an unknown write of a value nobody reads explains a failed cas": [
+        put("x", "1", 0, 10),
+        put("x", "unread", 20, None),
+        cas("x", "1", "3", False, 30, 40),
+    ],
+    "unknown writes of different values are not interchangeable": [
+        put("x", "a", 0, None, client=1),
+        put("x", "b", 0, None, client=2),
+        cas("x", None, "z", False, 10, 20),  # one of them took effect: which one matters
+        put("x", "c", 30, 40),
+        get("x", "a", 50, 60),
+    ],
     "a get with an unknown outcome is ignored": [
         put("x", "1", 0, 10),
         get("x", "never written", 20, None),
@@ -135,6 +160,12 @@ NOT_LINEARIZABLE = {
     "an unknown put cannot explain a read before its invocation": [
         get("x", "1", 0, 10),
         put("x", "1", 20, None),
+    ],
+    "after an unknown write explained a failed cas, its old value is gone": [
+        put("x", "1", 0, 10),
+        put("x", "unread", 20, None),
+        cas("x", "1", "3", False, 30, 40),
+        get("x", "1", 50, 60),
     ],
     "an unknown put takes effect at most once": [
         put("x", "1", 0, None),
@@ -211,6 +242,8 @@ def test_operations_are_validated() -> None:
         put("x", "1", 10, 5)
     with pytest.raises(ValueError, match="needs a value"):
         Operation(client=0, op="put", key="x", invoke_ms=0, complete_ms=1)
+    with pytest.raises(ValueError, match="unknown operation"):
+        Operation(client=0, op="delete", key="x", invoke_ms=0, complete_ms=1)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="returns a bool"):
         cas("x", None, "1", None, 0, 1)
 
