@@ -234,6 +234,19 @@ def test_a_non_linearizable_history_is_a_violation_with_the_replay_command() -> 
 # ---------------------------------------------------------------------------------------------
 # The kv scenarios
 # ---------------------------------------------------------------------------------------------
+@pytest.mark.xfail(
+    strict=True,
+    reason="core: a replica that becomes leader appends again a forwarded write already "
+    "answered (Forwarder.take_unsent takes it while it waits for local delivery)",
+)
+def test_a_forwarded_write_is_not_appended_again_by_a_new_leader() -> None:
+    """Seed 113: node 3 forwards put('k0', '2.8') to leader 1, is elected leader by a
+    transfer, and gets the answer (committed at offset 52); the put must not be appended a
+    second time, after a cas that swapped it."""
+    result = run_scenario("kv_leader_transfers", 113, scenario_dir=SIMULATIONS)
+    assert result.ok, result.report
+
+
 #: Seeds per kv scenario in ``make test``: 4 x 25 = 100 runs (0.2-0.5 s each). ``make
 #: sim-sweep`` runs 200 seeds of each, and ``make test-slow`` 100 more (test_scenarios.py).
 SWEEP_SEEDS = range(1, 26)
