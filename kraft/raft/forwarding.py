@@ -69,8 +69,6 @@ class _Call:
     destination: int | None = None
     correlation_id: int | None = None
     not_before_ms: int = 0
-    #: The leader answered NONE: the tracker has the future now, nothing is sent again.
-    answered: bool = False
 
 
 class Forwarder:
@@ -135,7 +133,7 @@ class Forwarder:
         timeout = NO_DEADLINE
         keep = []
         for call in self._calls:
-            if call.answered or call.future.done():
+            if call.future.done():
                 self._forget(call)
                 continue
             if now_ms >= call.deadline_ms:
@@ -186,8 +184,10 @@ class Forwarder:
         call.correlation_id = None
         code = Errors.from_code(body.error_code)
         if code is Errors.NONE:
+            # Answered: the tracker has the future now, and nothing may send the batch again
+            # (neither this forwarder nor this replica's own leadership, take_unsent).
             self._forget(call)
-            call.answered = True
+            self._calls.remove(call)
             offset = body.read_offset if isinstance(body, ReadIndexResponse) else body.last_offset
             self._tracker.wait_delivered(call.future, offset, call.deadline_ms)
         elif code is Errors.NOT_LEADER_OR_FOLLOWER or code is Errors.BROKER_NOT_AVAILABLE:

@@ -18,12 +18,15 @@ from kraft.errors import (
     OperationTimeoutError,
     RecordBatchTooLargeError,
 )
-from kraft.protocol.envelope import InboundRequest
+from kraft.log import MemoryLog
+from kraft.protocol.envelope import InboundRequest, InboundResponse
 from kraft.protocol.errors import Errors
 from kraft.protocol.messages import ForwardAppendRequest, ForwardAppendResponse
-from kraft.raft.forwarding import MAX_FORWARDED_BYTES
+from kraft.raft.commits import CommitTracker
+from kraft.raft.forwarding import MAX_FORWARDED_BYTES, Forwarder
 from kraft.raft.futures import RaftFuture
 from kraft.testing import ADMIN_ID
+from kraft.testing.channel import MockNetworkChannel
 from kraft.testing.cluster import LocalCluster
 
 TIMEOUT_MS = 30_000
@@ -320,3 +323,20 @@ def test_a_followers_read_barrier_is_asked_again_of_the_next_leader(
     settle(cluster, barrier)
     assert barrier.result() >= 0
     assert cluster.nodes[follower].leader_id != leader
+
+
+def test_a_forwarded_write_answered_is_never_sent_or_appended_again() -> None:
+    """Found by the simulator (kv_leader_transfers, seed 113): a replica that became leader
+    while its forwarded write awaited local delivery appended it a second time."""
+    channel = MockNetworkChannel()
+    tracker = CommitTracker(MemoryLog(), lambda: (1, 1))
+    forwarder = Forwarder(channel, tracker, lambda: (1, 1), lambda node: None, 1 << 20)
+    future = forwarder.append((b"x",), deadline_ms=10_000)
+    forwarder.poll(0, local_id=2)
+    (request,) = channel.drain_requests()
+    answer = ForwardAppendResponse(last_offset=5, batch_epoch=1)
+    assert forwarder.handle_response(InboundResponse(request.correlation_id, 1, answer, 1), 1)
+    assert forwarder.take_unsent() == []  # were this replica leader now, it must not append it
+    forwarder.poll(2, local_id=2)
+    assert channel.drain_requests() == []  # nor send it again
+    assert not future.done()  # it waits for offset 5 to reach this replica's listeners
