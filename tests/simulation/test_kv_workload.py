@@ -234,11 +234,6 @@ def test_a_non_linearizable_history_is_a_violation_with_the_replay_command() -> 
 # ---------------------------------------------------------------------------------------------
 # The kv scenarios
 # ---------------------------------------------------------------------------------------------
-@pytest.mark.xfail(
-    strict=True,
-    reason="core: a replica that becomes leader appends again a forwarded write already "
-    "answered (Forwarder.take_unsent takes it while it waits for local delivery)",
-)
 def test_a_forwarded_write_is_not_appended_again_by_a_new_leader() -> None:
     """Seed 113: node 3 forwards put('k0', '2.8') to leader 1, is elected leader by a
     transfer, and gets the answer (committed at offset 52); the put must not be appended a
