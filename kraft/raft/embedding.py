@@ -297,16 +297,22 @@ class Embedding(Generic[T]):
         self.reads.fail_all(closed)
 
     # -- the leader's side of forwarded calls -----------------------------------------------
+    def _not_leader(
+        self, response: type[ForwardAppendResponse] | type[ReadIndexResponse]
+    ) -> ForwardAppendResponse | ReadIndexResponse:
+        """Refuse a forwarded call, naming the leader this replica knows."""
+        leader, epoch = self._leader_hint()
+        return response(
+            error_code=Errors.NOT_LEADER_OR_FOLLOWER,
+            leader_id=-1 if leader is None else leader,
+            leader_epoch=epoch,
+        )
+
     def handle_forward_append(
         self, request: InboundRequest, body: ForwardAppendRequest, now_ms: int
     ) -> Response | None:
-        leader, epoch = self._leader_hint()
         if self._leading() is None:
-            return ForwardAppendResponse(
-                error_code=Errors.NOT_LEADER_OR_FOLLOWER,
-                leader_id=-1 if leader is None else leader,
-                leader_epoch=epoch,
-            )
+            return self._not_leader(ForwardAppendResponse)
         try:
             records = [self._serde.decode(r) for r in body.records]
         except Exception as exc:  # the user's serde: any failure is the sender's bad bytes
@@ -322,7 +328,7 @@ class Embedding(Generic[T]):
         deadline = now_ms + max(0, min(body.timeout_ms, MAX_FORWARDED_TIMEOUT_MS))
         future: RaftFuture[int] = RaftFuture()
         self._append_local(records, deadline, future)
-        batch_epoch = epoch
+        batch_epoch = self._quorum.epoch  # the leader's: the batch's epoch
         future.add_done_callback(
             lambda done: self._respond(request, self._forward_answer(done, batch_epoch))
         )
@@ -355,13 +361,8 @@ class Embedding(Generic[T]):
     def handle_read_index(
         self, request: InboundRequest, body: ReadIndexRequest, now_ms: int
     ) -> Response | None:
-        leader, epoch = self._leader_hint()
         if self._leading() is None:
-            return ReadIndexResponse(
-                error_code=Errors.NOT_LEADER_OR_FOLLOWER,
-                leader_id=-1 if leader is None else leader,
-                leader_epoch=epoch,
-            )
+            return self._not_leader(ReadIndexResponse)
         deadline = now_ms + max(0, min(body.timeout_ms, MAX_FORWARDED_TIMEOUT_MS))
         future: RaftFuture[int] = RaftFuture()
         self._read_local(deadline, future, deliver=False)
