@@ -40,7 +40,7 @@ import json
 import sys
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -59,6 +59,8 @@ from kraft.protocol.messages import (
     RemoveRaftVoterRequest,
     RemoveRaftVoterResponse,
     ReplicaState,
+    Request,
+    Response,
     UpdateFeaturesRequest,
     UpdateFeaturesResponse,
 )
@@ -535,32 +537,15 @@ def send_change(
     answered for good or ``timeout_s`` passes (the module docstring says which answers are
     tried again, and when ``done_already`` is checked with ``made``); ``None`` once the change
     is made, else the error (Kafka's name and message, or what went wrong)."""
-    deadline = time.monotonic() + timeout_s
-    problem = ""
+    rounds = _LeaderRounds(bootstrap, timeout_s, cluster_id, tls)
     #: An earlier attempt may have made the change (its answer was lost, or timed out).
     maybe_made = False
-    while True:
-        remaining_s = deadline - time.monotonic()
-        if remaining_s <= 0:
-            return f"{problem} (gave up after {timeout_s:g} s)"
-        if problem:
-            time.sleep(min(_RETRY_BACKOFF_S, remaining_s))
-        try:
-            leader, _ = find_leader(
-                bootstrap, cluster_id=cluster_id, timeout_s=min(5.0, remaining_s), tls=tls
-            )
-        except TransportError as exc:
-            problem = str(exc)
-            continue
-        remaining_s = deadline - time.monotonic()
+    for leader, remaining_s in rounds:
         body = request(max(1, int(remaining_s * 1000)))
         try:
-            # The leader answers at the latest at the request's timeout_ms: wait a little more.
-            response = request_once(
-                leader, body, cluster_id=cluster_id, timeout_s=remaining_s + 2.0, tls=tls
-            )
+            response = rounds.ask(leader, body, remaining_s)
         except TransportError as exc:
-            problem = str(exc)
+            rounds.problem = str(exc)
             maybe_made = True
             continue
         assert isinstance(
@@ -569,7 +554,7 @@ def send_change(
         code = response.error_code
         if code == Errors.NONE:
             return None
-        problem = error_name(code) + (
+        problem = rounds.problem = error_name(code) + (
             f": {response.error_message}" if response.error_message else ""
         )
         if done_already is not None and code == done_already and maybe_made:
@@ -583,6 +568,56 @@ def send_change(
         if code not in _RETRIABLE:
             return problem
         maybe_made |= code == Errors.REQUEST_TIMED_OUT
+    return rounds.gave_up()
+
+
+class _LeaderRounds:
+    """The retry loop of the commands that need the leader: each round finds it afresh
+    (after a pause, once a round went wrong) and yields it with the seconds left, until
+    ``timeout_s`` passes. ``problem`` says what went wrong last."""
+
+    def __init__(
+        self,
+        bootstrap: list[Endpoint],
+        timeout_s: float,
+        cluster_id: str | None,
+        tls: TlsConfig | None,
+    ) -> None:
+        self._bootstrap = bootstrap
+        self._timeout_s = timeout_s
+        self._deadline = time.monotonic() + timeout_s
+        self._cluster_id = cluster_id
+        self._tls = tls
+        self.problem = ""
+
+    def __iter__(self) -> Iterator[tuple[Endpoint, float]]:
+        while True:
+            remaining_s = self._deadline - time.monotonic()
+            if remaining_s <= 0:
+                return
+            if self.problem:
+                time.sleep(min(_RETRY_BACKOFF_S, remaining_s))
+            try:
+                leader, _ = find_leader(
+                    self._bootstrap,
+                    cluster_id=self._cluster_id,
+                    timeout_s=min(5.0, remaining_s),
+                    tls=self._tls,
+                )
+            except TransportError as exc:
+                self.problem = str(exc)
+                continue
+            yield leader, self._deadline - time.monotonic()
+
+    def ask(self, leader: Endpoint, body: Request, remaining_s: float) -> Response:
+        """Send ``body`` to ``leader``. It answers at the latest at the request's own
+        timeout (``remaining_s``): wait a little more."""
+        return request_once(
+            leader, body, cluster_id=self._cluster_id, timeout_s=remaining_s + 2.0, tls=self._tls
+        )
+
+    def gave_up(self) -> str:
+        return f"{self.problem} (gave up after {self._timeout_s:g} s)"
 
 
 # -- writes (kraft's ForwardAppend) ------------------------------------------------------------
@@ -614,28 +649,12 @@ def append_values(
     """
     if not values:
         raise ValueError("no values to append")
-    deadline = time.monotonic() + timeout_s
-    problem = ""
-    while True:
-        remaining_s = deadline - time.monotonic()
-        if remaining_s <= 0:
-            raise TransportError(f"{problem} (gave up after {timeout_s:g} s)")
-        if problem:
-            time.sleep(min(_RETRY_BACKOFF_S, remaining_s))
-        try:
-            leader, _ = find_leader(
-                bootstrap, cluster_id=cluster_id, timeout_s=min(5.0, remaining_s), tls=tls
-            )
-        except TransportError as exc:
-            problem = str(exc)
-            continue
-        remaining_s = max(0.001, deadline - time.monotonic())
+    rounds = _LeaderRounds(bootstrap, timeout_s, cluster_id, tls)
+    for leader, left_s in rounds:
+        remaining_s = max(0.001, left_s)
         body = ForwardAppendRequest(records=tuple(values), timeout_ms=int(remaining_s * 1000))
         try:
-            # The leader answers at the latest at the request's timeout_ms: wait a little more.
-            response = request_once(
-                leader, body, cluster_id=cluster_id, timeout_s=remaining_s + 2.0, tls=tls
-            )
+            response = rounds.ask(leader, body, remaining_s)
         except TransportError as exc:
             raise OperationTimeoutError(f"{exc}: the batch may or may not have committed") from exc
         assert isinstance(response, ForwardAppendResponse)
@@ -647,7 +666,7 @@ def append_values(
                 response.batch_epoch,
                 response.leader_id,
             )
-        problem = (
+        problem = rounds.problem = (
             f"{leader}: "
             + error_name(code)
             + (f": {response.error_message}" if response.error_message else "")
@@ -656,6 +675,7 @@ def append_values(
             raise OperationTimeoutError(f"{problem}: the batch may or may not have committed")
         if code != Errors.NOT_LEADER_OR_FOLLOWER:  # else nothing was appended: send it again
             raise KraftError(problem)
+    raise TransportError(rounds.gave_up())
 
 
 def _append(args: argparse.Namespace) -> int:
