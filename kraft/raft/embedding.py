@@ -132,22 +132,19 @@ class Embedding(Generic[T]):
         if not records:
             raise ValueError("append needs at least one record")
         deadline = self._deadline(now_ms, timeout_ms)
-        if self._leading() is not None:
+        state = self._leading()
+        if state is not None:
             future: RaftFuture[int] = RaftFuture()
-            self._append_local(records, deadline, future)
+            self._append_local(state, records, deadline, future)
             return future
         future = self._forwarder.append(tuple(self._serde.encode(r) for r in records), deadline)
         self._wakeup()
         return future
 
-    def _append_local(self, records: Sequence[T], deadline: int, future: RaftFuture[int]) -> None:
-        state = self._leading()
-        if state is None:
-            leader, epoch = self._leader_hint()
-            future.set_exception(
-                NotLeaderError("this replica is not the leader", leader_id=leader, epoch=epoch)
-            )
-            return
+    def _append_local(
+        self, state: LeaderState[T], records: Sequence[T], deadline: int, future: RaftFuture[int]
+    ) -> None:
+        """Append on this leader; ``future`` completes when the batch's outcome is known."""
         try:
             offset = self._prepare_append(state.epoch, records)
             self._schedule_prepared_append()
@@ -159,24 +156,20 @@ class Embedding(Generic[T]):
     def read_barrier(self, now_ms: int, timeout_ms: int | None) -> RaftFuture[int]:
         deadline = self._deadline(now_ms, timeout_ms)
         future: RaftFuture[int]
-        if self._leading() is not None:
+        state = self._leading()
+        if state is not None:
             future = RaftFuture()
-            self._read_local(deadline, future, deliver=True)
+            self._read_local(state, deadline, future, deliver=True)
         else:
             future = self._forwarder.read_barrier(deadline)
         self._wakeup()
         return future
 
-    def _read_local(self, deadline: int, future: RaftFuture[int], *, deliver: bool) -> None:
+    def _read_local(
+        self, state: LeaderState[T], deadline: int, future: RaftFuture[int], *, deliver: bool
+    ) -> None:
         """A read index of this leader into ``future``; after local delivery if ``deliver``."""
-        state = self._leading()
-        if state is None:
-            leader, epoch = self._leader_hint()
-            future.set_exception(
-                NotLeaderError("this replica is not the leader", leader_id=leader, epoch=epoch)
-            )
-            return
-        confirmed = self.reads.add(state, deadline)  # type: ignore[arg-type]
+        confirmed = self.reads.add(state, deadline)
 
         def chain(done: RaftFuture[int]) -> None:
             exc = done.exception()
@@ -249,13 +242,14 @@ class Embedding(Generic[T]):
         if leading is not None:
             for future, deadline, records in self._forwarder.take_unsent():
                 if records is None:
-                    self._read_local(deadline, future, deliver=True)
+                    self._read_local(leading, deadline, future, deliver=True)
                 else:
-                    self._append_local([self._serde.decode(r) for r in records], deadline, future)
+                    batch = [self._serde.decode(r) for r in records]
+                    self._append_local(leading, batch, deadline, future)
         timeout = self._forwarder.poll(now_ms, self._quorum.local_id)
         state = self._quorum.state
         if isinstance(state, LeaderState):
-            timeout = min(timeout, self.reads.poll(state, now_ms))  # type: ignore[arg-type]
+            timeout = min(timeout, self.reads.poll(state, now_ms))
         high_watermark = self._quorum.high_watermark
         delivered = self._listeners.delivered_end(high_watermark or 0)
         timeout = min(timeout, self.tracker.poll(now_ms, high_watermark, delivered))
@@ -297,7 +291,7 @@ class Embedding(Generic[T]):
         self.reads.fail_all(closed)
 
     # -- the leader's side of forwarded calls -----------------------------------------------
-    def _not_leader(
+    def _refusal(
         self, response: type[ForwardAppendResponse] | type[ReadIndexResponse]
     ) -> ForwardAppendResponse | ReadIndexResponse:
         """Refuse a forwarded call, naming the leader this replica knows."""
@@ -311,8 +305,9 @@ class Embedding(Generic[T]):
     def handle_forward_append(
         self, request: InboundRequest, body: ForwardAppendRequest, now_ms: int
     ) -> Response | None:
-        if self._leading() is None:
-            return self._not_leader(ForwardAppendResponse)
+        state = self._leading()
+        if state is None:
+            return self._refusal(ForwardAppendResponse)
         try:
             records = [self._serde.decode(r) for r in body.records]
         except Exception as exc:  # the user's serde: any failure is the sender's bad bytes
@@ -327,8 +322,8 @@ class Embedding(Generic[T]):
             )
         deadline = now_ms + max(0, min(body.timeout_ms, MAX_FORWARDED_TIMEOUT_MS))
         future: RaftFuture[int] = RaftFuture()
-        self._append_local(records, deadline, future)
-        batch_epoch = self._quorum.epoch  # the leader's: the batch's epoch
+        self._append_local(state, records, deadline, future)
+        batch_epoch = state.epoch
         future.add_done_callback(
             lambda done: self._respond(request, self._forward_answer(done, batch_epoch))
         )
@@ -361,11 +356,12 @@ class Embedding(Generic[T]):
     def handle_read_index(
         self, request: InboundRequest, body: ReadIndexRequest, now_ms: int
     ) -> Response | None:
-        if self._leading() is None:
-            return self._not_leader(ReadIndexResponse)
+        state = self._leading()
+        if state is None:
+            return self._refusal(ReadIndexResponse)
         deadline = now_ms + max(0, min(body.timeout_ms, MAX_FORWARDED_TIMEOUT_MS))
         future: RaftFuture[int] = RaftFuture()
-        self._read_local(deadline, future, deliver=False)
+        self._read_local(state, deadline, future, deliver=False)
 
         def answer(done: RaftFuture[int]) -> None:
             exc = done.exception()

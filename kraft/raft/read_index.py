@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from kraft.errors import NotLeaderError, OperationTimeoutError
 from kraft.protocol.messages import Request
@@ -78,7 +79,7 @@ class ReadIndex:
         if sent is not None and sent > self._acked_round.get(voter, 0):
             self._acked_round[voter] = sent
 
-    def add(self, state: LeaderState[object], deadline_ms: int) -> RaftFuture[int]:
+    def add(self, state: LeaderState[Any], deadline_ms: int) -> RaftFuture[int]:
         """A read barrier on ``state``'s leader: the future of its read index, completed
         once confirmed (it fails with ``NotLeaderError`` if leadership ends first)."""
         high_watermark = state.high_watermark or 0
@@ -88,7 +89,7 @@ class ReadIndex:
         self._barriers.append(_Barrier(self._round, read_offset, deadline_ms, future))
         return future
 
-    def poll(self, state: LeaderState[object], now_ms: int) -> int:
+    def poll(self, state: LeaderState[Any], now_ms: int) -> int:
         """Send this round's heartbeats, answer the confirmed barriers, fail the expired
         ones; return the milliseconds until this needs attention again."""
         if not self._barriers:
@@ -119,7 +120,7 @@ class ReadIndex:
                     )
         return max(0, timeout)
 
-    def _confirmed_round(self, state: LeaderState[object]) -> int:
+    def _confirmed_round(self, state: LeaderState[Any]) -> int:
         """The highest round a majority of the voters (the leader counts itself) confirmed."""
         voters = state.voters
         rounds = sorted(
