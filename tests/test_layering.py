@@ -24,7 +24,8 @@ import pytest
 #: keeps its snapshots with them; the drivers of the core (the event queue, the metrics, the
 #: trio runtime with its async API above it, the test harness, and the simulator above them
 #: all) and the key-value state machine built on the core's StateMachine (kv) come above it;
-#: the analysis of the simulator's event logs and the command line over all of it are on top.
+#: Kafka's metadata records and image (metadata) sit beside the queue, and the controller,
+#: which drives the queue and the client with them, above both; the analysis of the simulator's event logs and the command line over all of it are on top.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("common", "errors"),
     ("config",),
@@ -32,7 +33,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("snapshot",),
     ("log",),
     ("raft",),
-    ("queue", "metrics", "kv"),
+    ("queue", "metrics", "kv", "metadata"),
+    ("controller",),
     ("runtime", "testing"),
     ("aio",),
     ("simulation",),

@@ -11,7 +11,7 @@ import pytest
 import kraft
 
 # kraft.common is in: the core imports it (its Clock protocol, Uuids, limits, fsync helpers).
-CORE = ("common", "raft", "log", "record", "protocol", "snapshot")
+CORE = ("common", "raft", "log", "record", "protocol", "snapshot", "metadata")
 FORBIDDEN = {"trio", "socket", "threading", "time", "asyncio", "selectors"}
 ROOT = Path(kraft.__file__).resolve().parent
 
