@@ -180,6 +180,11 @@ class LocalCluster(Generic[T]):
                 return
         raise IllegalStateError(f"the cluster did not settle in {max_steps} steps")
 
+    def next_deadline_ms(self) -> int:
+        """When the next node is due to poll (a driver of more than the clients, such as the
+        controller tests' harness, moves the clock to the earliest of its own deadlines)."""
+        return min(self._deadlines.values())
+
     def run_for(self, ms: int) -> None:
         """Run ``ms`` of virtual time."""
         self.run_until(lambda: False, ms)
@@ -194,7 +199,7 @@ class LocalCluster(Generic[T]):
             now = self.clock.now_ms()
             if now >= end:
                 return False
-            next_deadline = min(self._deadlines.values())
+            next_deadline = self.next_deadline_ms()
             self.clock.advance(max(1, min(next_deadline, end) - now))
 
     def append(self, records: Sequence[T]) -> int | None:
