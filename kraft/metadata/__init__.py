@@ -15,8 +15,24 @@ from kraft.metadata.records import (
     record_version,
 )
 from kraft.metadata.serde import MetadataRecordSerde
+from kraft.metadata.timeline import (
+    LATEST,
+    MissingSnapshotError,
+    SnapshotRegistry,
+    TimelineHashMap,
+    TimelineHashSet,
+    TimelineInteger,
+    TimelineObject,
+)
 
 __all__ = [
+    "LATEST",
+    "MissingSnapshotError",
+    "SnapshotRegistry",
+    "TimelineHashMap",
+    "TimelineHashSet",
+    "TimelineInteger",
+    "TimelineObject",
     "METADATA_VERSION",
     "METADATA_VERSION_NAME",
     "ApiMessageAndVersion",
