@@ -41,17 +41,38 @@ import concurrent.futures
 import dataclasses
 import logging
 import random
-from collections.abc import Callable, Sequence
-from typing import Any, Generic, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Generic, Protocol, TypeVar
 
+from kraft.controller.cluster_control import BrokerRegistrationReply, ClusterControlManager
+from kraft.controller.configs import ConfigResource, ConfigurationControlManager, OpType
 from kraft.controller.deferred import DeferredEventQueue
-from kraft.controller.errors import ControllerApiError, NotControllerError
+from kraft.controller.errors import NotControllerError
+from kraft.controller.features import FeatureControlManager, UpgradeType
 from kraft.controller.offsets import OffsetControl
-from kraft.controller.result import ControllerResult
+from kraft.controller.producer_ids import ProducerIdControlManager, ProducerIdsBlock
+from kraft.controller.result import ApiError, ControllerApiError, ControllerResult
+from kraft.common.clock import Clock
 from kraft.errors import KraftError, NotLeaderError
-from kraft.metadata.records import ApiMessageAndVersion, NoOpRecord, record_version
+from kraft.metadata.records import (
+    ApiMessageAndVersion,
+    BrokerRegistrationChangeRecord,
+    ConfigRecord,
+    FeatureLevelRecord,
+    FenceBrokerRecord,
+    MetadataRecord,
+    NoOpRecord,
+    ProducerIdsRecord,
+    RegisterBrokerRecord,
+    UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
+    at_latest_version,
+)
 from kraft.metadata.timeline import SnapshotRegistry
-from kraft.protocol.errors import Errors
+from kraft.protocol.controller_messages import (
+    AllocateProducerIdsRequest,
+    BrokerRegistrationRequest,
+)
 from kraft.queue import Event, EventQueue, EventTimeoutError, earliest_deadline
 from kraft.raft.listeners import BatchReader, LeaderAndEpoch, Listener, SnapshotReaderLike
 from kraft.record.offsets import OffsetAndEpoch
@@ -77,6 +98,8 @@ class ControllerConfig:
     max_idle_interval_ms: int = 500
     #: ``broker.session.timeout.ms``: a broker that has not heartbeaten for this long is fenced.
     session_timeout_ms: int = 9_000
+    #: The cluster id brokers must register with (``meta.properties``).
+    cluster_id: str = ""
     #: ``max_records_per_batch``: a non-atomic result is split into batches of at most this many.
     max_records_per_batch: int = 10_000
     #: ``num.partitions`` and ``default.replication.factor``: what a topic creation that does
@@ -157,21 +180,20 @@ class _WriteEvent(Event, Generic[R]):
             raise NotControllerError(controller._latest_leader_id)
         result = self._op()
         self._response = result.response
+        deferred = controller._deferred
         if result.records:
             offset = controller._append(epoch, result)
         else:
             # A read after all, but of the latest state, which may hold uncommitted records:
-            # answer once the last of them commits (at once if none waits).
-            pending = controller._deferred.highest_pending_offset()
+            # answer once the last of them commits, at once if none waits.
+            pending = deferred.highest_pending_offset()
             offset = controller._offsets.next_write_offset - 1 if pending is None else pending
-            if pending is None:
-                if self._on_batch_end is not None:
-                    self._on_batch_end(offset)
-                self.complete(None)
-                return
         if self._on_batch_end is not None:
             self._on_batch_end(offset)
-        controller._deferred.add(offset, self)
+        if result.records or deferred.highest_pending_offset() is not None:
+            deferred.add(offset, self)
+        else:
+            self.complete(None)
 
     def handle_exception(self, exc: BaseException) -> None:
         self.complete(self._controller._handle_event_exception(self.name, exc))
@@ -248,8 +270,8 @@ class QuorumController:
     """The metadata controller of one node of a controller quorum.
 
     ``raft_client`` is this node's client for the metadata log (its serde
-    :class:`~kraft.metadata.serde.MetadataRecordSerde`); ``queue`` runs the controller
-    (the controller closes nothing it was given); ``rng`` draws topic ids and replica
+    :class:`~kraft.metadata.serde.MetadataRecordSerde`); ``queue`` runs the controller, on
+    ``clock`` (the controller closes nothing it was given); ``rng`` draws topic ids and replica
     placements (seed it for a deterministic run). Public calls may come from any thread and
     return ``concurrent.futures.Future``s, completed on the queue's thread.
     """
@@ -259,6 +281,7 @@ class QuorumController:
         node_id: int,
         raft_client: RaftClientLike,
         queue: EventQueue,
+        clock: Clock,
         *,
         config: ControllerConfig | None = None,
         rng: random.Random | None = None,
@@ -267,7 +290,7 @@ class QuorumController:
         self.config = config or ControllerConfig()
         self._raft = raft_client
         self._queue = queue
-        self._clock = queue.clock
+        self._clock = clock
         self._rng = rng if rng is not None else random.Random()
         self.snapshot_registry = SnapshotRegistry()
         self._offsets = OffsetControl(self.snapshot_registry)
@@ -276,7 +299,20 @@ class QuorumController:
         self._latest_leader_id: int | None = None
         #: Whether any record was ever replayed (an empty log gets the bootstrap records).
         self._replayed_any = False
-        self._build_managers()
+        registry = self.snapshot_registry
+        # The two managers know each other: the lambda reads cluster control once it exists.
+        self.features = FeatureControlManager(
+            registry,
+            broker_features=lambda: self.cluster_control.broker_supported_features(),  # noqa: PLW0108
+        )
+        self.cluster_control = ClusterControlManager(
+            registry,
+            cluster_id=self.config.cluster_id,
+            feature_control=self.features,
+            session_timeout_ms=self.config.session_timeout_ms,
+        )
+        self.producer_ids = ProducerIdControlManager(registry, self.cluster_control)
+        self.configs = ConfigurationControlManager(registry)
         self._listener = _RaftListener(self)
         raft_client.register(self._listener)
 
@@ -391,8 +427,7 @@ class QuorumController:
         self, snapshot_id: OffsetAndEpoch, batches: list[Batch[ApiMessageAndVersion]]
     ) -> None:
         logger.info("loading snapshot %s", snapshot_id)
-        self._offsets.begin_load_snapshot(snapshot_id)
-        self._reset_managers()
+        self._offsets.begin_load_snapshot(snapshot_id)  # empties every manager
         for batch in batches:
             for record in batch.records:
                 self._replay(record, snapshot_id.offset - 1)
@@ -430,7 +465,7 @@ class QuorumController:
         )
         self._claim_epoch = epoch
         self._offsets.activate(next_write_offset)
-        self._activate_managers()
+        self.cluster_control.activate(self._clock.now_ms())
         # First in line: nothing the new active controller does may come before it.
         activation = _WriteEvent(
             self, f"completeActivation[{epoch}]", self._activation_records, self._activated
@@ -438,7 +473,7 @@ class QuorumController:
         self._queue.prepend(activation)
 
     def _activation_records(self) -> ControllerResult[None]:
-        records = [] if self._replayed_any else self._bootstrap_records()
+        records = [] if self._replayed_any else self.features.bootstrap_records()
         return ControllerResult(records=records, response=None, is_atomic=True)
 
     def _activated(self, _offset: int) -> None:
@@ -451,9 +486,35 @@ class QuorumController:
         self._raft.resign(epoch)
         self._deferred.fail_all(NotControllerError(self._latest_leader_id))
         self._offsets.deactivate()
-        self._deactivate_managers()
+        self.cluster_control.deactivate()
         self._queue.cancel_deferred(_WRITE_NO_OP)
         self._queue.cancel_deferred(_MAYBE_FENCE)
+
+    def _replay(self, record: ApiMessageAndVersion, offset: int) -> None:
+        """Apply ``record`` (at ``offset``) to the manager that owns its kind (Kafka's
+        ``QuorumController.replay``). A record that cannot be applied means this node's state
+        and the log disagree: it propagates, and the queue's caller treats it as fatal."""
+        self._replayed_any = True
+        message: MetadataRecord = record.message
+        match message:
+            case (
+                RegisterBrokerRecord()
+                | UnregisterBrokerRecord()
+                | FenceBrokerRecord()
+                | UnfenceBrokerRecord()
+                | BrokerRegistrationChangeRecord()
+            ):
+                self.cluster_control.replay(message, offset)
+            case FeatureLevelRecord():
+                self.features.replay(message, offset)
+            case ProducerIdsRecord():
+                self.producer_ids.replay(message, offset)
+            case ConfigRecord():
+                self.configs.replay(message, offset)
+            case NoOpRecord():
+                pass
+            case _:
+                logger.debug("ignoring a %s at offset %d", type(message).__name__, offset)
 
     # -- periodic writes --------------------------------------------------------------------
     def _schedule_no_op(self) -> None:
@@ -463,9 +524,99 @@ class QuorumController:
 
         def write_no_op() -> ControllerResult[None]:
             self._schedule_no_op()
-            record = ApiMessageAndVersion(NoOpRecord(), record_version(NoOpRecord))
-            return ControllerResult(records=[record], response=None)
+            return ControllerResult(records=[at_latest_version(NoOpRecord())], response=None)
 
         event = _WriteEvent(self, _WRITE_NO_OP, write_no_op, None)
         deadline = self._clock.now_ns() + interval * _NS_PER_MS
         self._queue.schedule_deferred(_WRITE_NO_OP, earliest_deadline(deadline), event)
+
+    def _reschedule_fence(self) -> None:
+        """Fence the next broker whose session runs out, when it does (Kafka's
+        ``rescheduleMaybeFenceStaleBrokers``)."""
+        if not self.is_active:
+            return
+        due_ms = self.cluster_control.heartbeats.next_check_time_ms()
+        if due_ms is None:
+            self._queue.cancel_deferred(_MAYBE_FENCE)
+            return
+
+        def fence_one() -> ControllerResult[None]:
+            result = self._fence_one_stale_broker()
+            self._reschedule_fence()
+            return result
+
+        event = _WriteEvent(self, _MAYBE_FENCE, fence_one, None)
+        self._queue.schedule_deferred(_MAYBE_FENCE, earliest_deadline(due_ms * _NS_PER_MS), event)
+
+    # -- operations -------------------------------------------------------------------------
+    def register_broker(
+        self, request: BrokerRegistrationRequest, *, timeout_ms: int | None = None
+    ) -> concurrent.futures.Future[BrokerRegistrationReply]:
+        """Register (or re-register) a broker; its epoch is the offset of its record."""
+
+        def op() -> ControllerResult[BrokerRegistrationReply]:
+            result = self.cluster_control.register_broker(
+                request, self._offsets.next_write_offset, self._clock.now_ms()
+            )
+            self._reschedule_fence()
+            return result
+
+        return self.append_write_event("registerBroker", op, timeout_ms=timeout_ms)
+
+    def allocate_producer_ids(
+        self, request: AllocateProducerIdsRequest, *, timeout_ms: int | None = None
+    ) -> concurrent.futures.Future[ProducerIdsBlock]:
+        """The next block of producer ids for a registered broker."""
+        return self.append_write_event(
+            "allocateProducerIds",
+            lambda: self.producer_ids.generate_next_producer_id(
+                request.broker_id, request.broker_epoch
+            ),
+            timeout_ms=timeout_ms,
+        )
+
+    def incremental_alter_configs(
+        self,
+        changes: Mapping[ConfigResource, Mapping[str, tuple[OpType, str | None]]],
+        *,
+        validate_only: bool = False,
+        timeout_ms: int | None = None,
+    ) -> concurrent.futures.Future[dict[ConfigResource, ApiError]]:
+        """Change the configs of topics and brokers; one result per resource."""
+
+        return self.append_write_event(
+            "incrementalAlterConfigs",
+            lambda: self.configs.incremental_alter_configs(changes, validate_only),
+            timeout_ms=timeout_ms,
+        )
+
+    def update_features(
+        self,
+        updates: Mapping[str, int],
+        *,
+        upgrade_types: Mapping[str, UpgradeType] | None = None,
+        validate_only: bool = False,
+        timeout_ms: int | None = None,
+    ) -> concurrent.futures.Future[ApiError]:
+        """Finalize features at new levels, all or none."""
+        return self.append_write_event(
+            "updateFeatures",
+            lambda: self.features.update_features(updates, upgrade_types or {}, validate_only),
+            timeout_ms=timeout_ms,
+        )
+
+    def finalized_features(
+        self, *, timeout_ms: int | None = None
+    ) -> concurrent.futures.Future[dict[str, int]]:
+        """The finalized feature levels, as of the last committed offset."""
+        return self.append_read_event(
+            "finalizedFeatures", self.features.finalized, timeout_ms=timeout_ms
+        )
+
+    def _fence_one_stale_broker(self) -> ControllerResult[None]:
+        heartbeats = self.cluster_control.heartbeats
+        for broker_id in heartbeats.find_stale_brokers(self._clock.now_ms()):
+            logger.info("fencing broker %d: its session timed out", broker_id)
+            heartbeats.fence(broker_id)
+            return ControllerResult([self.cluster_control.fence_record(broker_id)], None)
+        return ControllerResult([], None)

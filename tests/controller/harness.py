@@ -36,6 +36,7 @@ class ControllerQuorum:
                 node_id,
                 client,
                 queue,
+                self.cluster.clock,
                 config=self.config,
                 rng=random.Random(seed * 1000 + node_id),
             )
@@ -72,7 +73,7 @@ class ControllerQuorum:
                 deadline_ns = queue.next_deadline_ns()
                 if deadline_ns is not None:
                     deadlines.append(-(-deadline_ns // _NS_PER_MS))
-            self.clock.advance(max(1, min(min(deadlines), end) - now))
+            self.clock.advance(max(1, min(*deadlines, end) - now))
 
     def run_for(self, ms: int) -> None:
         self.run_until(lambda: False, ms)
