@@ -44,6 +44,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
+from kraft.common.clock import Clock
 from kraft.controller.cluster_control import BrokerRegistrationReply, ClusterControlManager
 from kraft.controller.configs import ConfigResource, ConfigurationControlManager, OpType
 from kraft.controller.deferred import DeferredEventQueue
@@ -52,7 +53,6 @@ from kraft.controller.features import FeatureControlManager, UpgradeType
 from kraft.controller.offsets import OffsetControl
 from kraft.controller.producer_ids import ProducerIdControlManager, ProducerIdsBlock
 from kraft.controller.result import ApiError, ControllerApiError, ControllerResult
-from kraft.common.clock import Clock
 from kraft.errors import KraftError, NotLeaderError
 from kraft.metadata.records import (
     ApiMessageAndVersion,
