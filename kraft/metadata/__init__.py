@@ -3,3 +3,23 @@ framing, Kafka's flexible-version encoding), timeline collections that can be re
 offset and reverted, and the immutable ``MetadataImage`` built from ``MetadataDelta``s
 (docs/controller.md). Sans-IO, like the Raft core below it.
 """
+
+from kraft.metadata.records import (
+    METADATA_VERSION,
+    METADATA_VERSION_NAME,
+    ApiMessageAndVersion,
+    MetadataRecord,
+    MetadataRecordType,
+    at_latest_version,
+    record_version,
+)
+
+__all__ = [
+    "METADATA_VERSION",
+    "METADATA_VERSION_NAME",
+    "ApiMessageAndVersion",
+    "MetadataRecord",
+    "MetadataRecordType",
+    "at_latest_version",
+    "record_version",
+]
