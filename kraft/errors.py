@@ -22,6 +22,7 @@ __all__ = [
     "KraftError",
     "LeaderTransferError",
     "LogDirectoryError",
+    "MetadataRecordError",
     "MetaPropertiesError",
     "NotLeaderError",
     "OperationTimeoutError",
@@ -66,6 +67,13 @@ class CorruptSnapshotError(CorruptRecordError):
 
     The message names the snapshot id (and the file, for a file); ``offset`` and ``position``
     locate the bad batch when there is one.
+    """
+
+
+class MetadataRecordError(CorruptRecordError):
+    """A metadata record value (``kraft.metadata.codec``) cannot be decoded: an unknown frame
+    version, api key or record version, or a field that is truncated or invalid. The message
+    names the record and the field; ``position`` is the byte position in the record value.
     """
 
 
