@@ -28,14 +28,10 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from kraft.metadata.image import NO_LEADER, NO_LEADER_CHANGE
 from kraft.metadata.records import ApiMessageAndVersion, PartitionChangeRecord, at_latest_version
 
 __all__ = ["Election", "LeaderRecoveryState", "PartitionChangeBuilder", "change_record_is_no_op"]
-
-#: A partition without a leader (Kafka's ``LeaderConstants.NO_LEADER``).
-NO_LEADER = -1
-#: ``PartitionChangeRecord.leader`` when the leader stays (Kafka's ``NO_LEADER_CHANGE``).
-NO_LEADER_CHANGE = -2
 
 
 class LeaderRecoveryState(enum.IntEnum):

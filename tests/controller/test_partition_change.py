@@ -9,13 +9,12 @@ from dataclasses import dataclass
 import pytest
 
 from kraft.controller.partition_change import (
-    NO_LEADER,
-    NO_LEADER_CHANGE,
     Election,
     LeaderRecoveryState,
     PartitionChangeBuilder,
     change_record_is_no_op,
 )
+from kraft.metadata.image import NO_LEADER, NO_LEADER_CHANGE, PartitionRegistration
 from kraft.metadata.records import PartitionChangeRecord, record_version
 
 TOPIC = uuid.UUID(int=0xF00)
@@ -199,3 +198,39 @@ def test_a_returning_preferred_replica_leads_under_preferred_election_only() -> 
 
 def test_no_leader_change_is_the_record_default() -> None:
     assert change().leader == NO_LEADER_CHANGE
+
+
+def registration(
+    part: Part, leader_epoch: int = 100, partition_epoch: int = 200
+) -> PartitionRegistration:
+    return PartitionRegistration(
+        replicas=part.replicas,
+        isr=part.isr,
+        leader=part.leader,
+        leader_recovery_state=part.leader_recovery_state,
+        leader_epoch=leader_epoch,
+        partition_epoch=partition_epoch,
+        directories=part.directories,
+    )
+
+
+@pytest.mark.parametrize(
+    ("part", "target", "leader_epoch"),
+    [
+        (FOO, {"isr": (2, 1)}, 100),  # ISR shrink: the leader epoch stays
+        (FOO, {"isr": (2, 1, 3, 4), "replicas": (2, 1, 3, 4)}, 100),  # ISR expansion
+        (FOO, {"isr": (2, 3)}, 101),  # new leader
+        (FOO, {"replicas": (2, 1, 4)}, 101),  # a replica dropped: same leader, new epoch
+        (FOO, {"replicas": (3, 2, 1)}, 100),  # replicas reordered
+    ],
+)
+def test_replaying_the_change_bumps_the_epochs_as_kafka_does(
+    part: Part, target: dict[str, tuple[int, ...]], leader_epoch: int
+) -> None:
+    # Replayed by kraft.metadata.image's PartitionRegistration.merge, as the managers do.
+    record = built(builder(part, **target))  # type: ignore[arg-type]
+    assert record is not None
+    merged = registration(part).merge(record)
+    assert (merged.leader_epoch, merged.partition_epoch) == (leader_epoch, 201)
+    assert merged.isr == target.get("isr", part.isr)
+    assert merged.replicas == target.get("replicas", part.replicas)
