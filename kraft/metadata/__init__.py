@@ -4,6 +4,7 @@ offset and reverted, and the immutable ``MetadataImage`` built from ``MetadataDe
 (docs/controller.md). Sans-IO, like the Raft core below it.
 """
 
+from kraft.metadata.codec import decode_record, encode_record
 from kraft.metadata.records import (
     METADATA_VERSION,
     METADATA_VERSION_NAME,
@@ -13,13 +14,33 @@ from kraft.metadata.records import (
     at_latest_version,
     record_version,
 )
+from kraft.metadata.serde import MetadataRecordSerde
+from kraft.metadata.timeline import (
+    LATEST,
+    MissingSnapshotError,
+    SnapshotRegistry,
+    TimelineHashMap,
+    TimelineHashSet,
+    TimelineInteger,
+    TimelineObject,
+)
 
 __all__ = [
+    "LATEST",
+    "MissingSnapshotError",
+    "SnapshotRegistry",
+    "TimelineHashMap",
+    "TimelineHashSet",
+    "TimelineInteger",
+    "TimelineObject",
     "METADATA_VERSION",
     "METADATA_VERSION_NAME",
     "ApiMessageAndVersion",
     "MetadataRecord",
+    "MetadataRecordSerde",
     "MetadataRecordType",
     "at_latest_version",
+    "decode_record",
+    "encode_record",
     "record_version",
 ]

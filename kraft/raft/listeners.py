@@ -165,6 +165,10 @@ class SnapshotReaderLike(Protocol[T]):
     def snapshot_id(self) -> OffsetAndEpoch:
         """The snapshot's end offset (exclusive) and epoch."""
 
+    @property
+    def last_contained_log_timestamp_ms(self) -> int:
+        """The append time of the last record the snapshot covers (from its header)."""
+
     def __iter__(self) -> Iterator[Batch[T]]:
         """The snapshot's batches."""
 

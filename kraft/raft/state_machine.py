@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import islice
 from typing import TYPE_CHECKING, Generic, TypeVar
@@ -51,7 +51,7 @@ from kraft.record.typed import Batch
 if TYPE_CHECKING:
     from kraft.raft.client import KafkaRaftClient
 
-__all__ = ["SnapshotPolicy", "StateMachine", "StateMachineListener"]
+__all__ = ["SnapshotGenerator", "SnapshotPolicy", "StateMachine", "StateMachineListener"]
 
 logger = logging.getLogger(__name__)
 
@@ -115,13 +115,9 @@ class StateMachineListener(Listener[T]):
     ) -> None:
         self.client = client
         self.machine = machine
-        self.policy = policy or SnapshotPolicy()
+        self.snapshots = SnapshotGenerator(client, policy)
         #: The offset of the last record applied (or covered by the loaded snapshot); -1: none.
         self.applied_offset = -1
-        self._bytes_since_snapshot = 0
-        self._last_snapshot_ms = client.clock.now_ms()
-        self._shutting_down = False
-        self._failure_log = LogLimiter(60_000)
 
     def handle_commit(self, reader: BatchReader[T]) -> None:
         last: Batch[T] | None = None
@@ -131,10 +127,10 @@ class StateMachineListener(Listener[T]):
                 for offset, record in enumerate(batch.records, start=batch.base_offset):
                     apply(offset, record)
                 self.applied_offset = batch.last_offset
-                self._bytes_since_snapshot += batch.size_in_bytes
+                self.snapshots.applied(batch.size_in_bytes)
                 last = batch
         if last is not None:
-            self._maybe_snapshot(last)
+            self.snapshots.maybe_snapshot(last, self.machine.snapshot_records)
 
     def handle_load_snapshot(self, reader: SnapshotReaderLike[T]) -> None:
         try:
@@ -143,17 +139,43 @@ class StateMachineListener(Listener[T]):
         finally:
             reader.close()
         self.applied_offset = reader.snapshot_id.offset - 1
-        self._restart_counts()
+        self.snapshots.restart()
 
     def begin_shutdown(self) -> None:
+        self.snapshots.begin_shutdown()
+
+
+class SnapshotGenerator(Generic[T]):
+    """When to write a snapshot, and writing it (Kafka's ``SnapshotGenerator``; see the module
+    docstring): :meth:`applied` counts the bytes of each batch applied, :meth:`maybe_snapshot`
+    after a ``handle_commit`` writes one when the policy says so, :meth:`restart` after a
+    snapshot is loaded. Shared by every listener that writes snapshots of its state."""
+
+    def __init__(self, client: KafkaRaftClient[T], policy: SnapshotPolicy | None = None) -> None:
+        self.client = client
+        self.policy = policy or SnapshotPolicy()
+        self._bytes_since_snapshot = 0
+        self._last_snapshot_ms = client.clock.now_ms()
+        self._shutting_down = False
+        self._failure_log = LogLimiter(60_000)
+
+    def applied(self, size_in_bytes: int) -> None:
+        """A batch of ``size_in_bytes`` was applied."""
+        self._bytes_since_snapshot += size_in_bytes
+
+    def begin_shutdown(self) -> None:
+        """No snapshot is started from now on (Kafka's ``SnapshotGenerator.beginShutdown``)."""
         self._shutting_down = True
 
-    def _restart_counts(self) -> None:
+    def restart(self) -> None:
+        """Both counts start again (a snapshot was written or loaded)."""
         self._bytes_since_snapshot = 0
         self._last_snapshot_ms = self.client.clock.now_ms()
 
-    def _maybe_snapshot(self, last: Batch[T]) -> None:
-        """Kafka's ``SnapshotGenerator.publishLogDelta``: by bytes, else by time."""
+    def maybe_snapshot(self, last: Batch[T], records: Callable[[], Iterable[T]]) -> None:
+        """Kafka's ``SnapshotGenerator.publishLogDelta``: by bytes, else by time. ``last`` is
+        the last batch applied; ``records`` gives the state as records, called only when a
+        snapshot is written."""
         policy = self.policy
         now = self.client.clock.now_ms()
         if self._bytes_since_snapshot >= policy.max_bytes_between_snapshots:
@@ -162,7 +184,7 @@ class StateMachineListener(Listener[T]):
             reason = f"at least {policy.max_interval_ms} ms went by"
         else:
             return
-        self._restart_counts()
+        self.restart()
         if self._shutting_down:
             return
         snapshot_id = OffsetAndEpoch(last.last_offset + 1, last.epoch)
@@ -172,8 +194,8 @@ class StateMachineListener(Listener[T]):
             if writer is None:
                 return  # the log starts past it already, or it exists
             with writer:
-                records = iter(self.machine.snapshot_records())
-                while chunk := list(islice(records, SNAPSHOT_CHUNK_RECORDS)):
+                iterator = iter(records())
+                while chunk := list(islice(iterator, SNAPSHOT_CHUNK_RECORDS)):
                     writer.append(chunk)
                 writer.freeze()
         except (KraftError, OSError) as exc:
