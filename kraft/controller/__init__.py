@@ -2,3 +2,40 @@
 that turn requests into metadata records, and the ``QuorumController`` that appends them at its
 claimed epoch and completes each write when its offset commits.
 """
+
+from kraft.controller.cluster_control import BrokerRegistrationReply, ClusterControlManager
+from kraft.controller.configs import (
+    ConfigResource,
+    ConfigResourceType,
+    ConfigurationControlManager,
+    OpType,
+)
+from kraft.controller.features import FeatureControlManager, UpgradeType
+from kraft.controller.heartbeats import (
+    BrokerControlState,
+    BrokerControlStates,
+    BrokerHeartbeatManager,
+    UsableBroker,
+)
+from kraft.controller.producer_ids import ProducerIdControlManager, ProducerIdsBlock
+from kraft.controller.result import ApiError, ControllerApiError, ControllerResult
+
+__all__ = [
+    "ApiError",
+    "BrokerControlState",
+    "BrokerControlStates",
+    "BrokerHeartbeatManager",
+    "BrokerRegistrationReply",
+    "ClusterControlManager",
+    "ConfigResource",
+    "ConfigResourceType",
+    "ConfigurationControlManager",
+    "ControllerApiError",
+    "ControllerResult",
+    "FeatureControlManager",
+    "OpType",
+    "ProducerIdControlManager",
+    "ProducerIdsBlock",
+    "UpgradeType",
+    "UsableBroker",
+]
