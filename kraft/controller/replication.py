@@ -26,11 +26,12 @@ import logging
 import random
 import uuid
 from collections.abc import Callable, Collection, Iterable, Sequence
-from typing import NamedTuple, NoReturn, TypeVar
+from typing import NoReturn, TypeVar
 
 import msgspec
 
 from kraft.common.uuids import ONE_UUID, ZERO_UUID
+from kraft.controller.brokers_to_isrs import BrokersToIsrs, TopicIdPartition
 from kraft.controller.cluster_control import ClusterControlManager
 from kraft.controller.configs import (
     ConfigResource,
@@ -77,10 +78,8 @@ from kraft.protocol.errors import Errors
 
 __all__ = [
     "BrokerHeartbeatReply",
-    "BrokersToIsrs",
     "ReplicationControlManager",
     "TopicControlInfo",
-    "TopicIdPartition",
     "topic_name_error",
 ]
 
@@ -97,13 +96,6 @@ _LEGAL_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUV
 #: ``CreatableTopicConfigs.config_source`` of a config the topic creation set (Kafka's
 #: ``DescribeConfigsResponse.ConfigSource.TOPIC_CONFIG``).
 _TOPIC_CONFIG_SOURCE = 1
-
-
-class TopicIdPartition(NamedTuple):
-    """One partition of one topic, by the topic's id (Kafka's ``TopicIdPartition``)."""
-
-    topic_id: uuid.UUID
-    partition_id: int
 
 
 class BrokerHeartbeatReply(msgspec.Struct, frozen=True, kw_only=True):
@@ -147,69 +139,6 @@ def topic_name_error(name: str) -> str | None:
 def _unify_collision_chars(name: str) -> str:
     # Metric names turn '.' into '_': two topics that differ only there would collide.
     return name.replace(".", "_")
-
-
-class BrokersToIsrs:
-    """For each broker, the partitions whose ISR holds it and whether it leads each (Kafka's
-    ``BrokersToIsrs``). Leaderless partitions are listed under the pseudo-broker ``NO_LEADER``
-    (-1) as its "leaderships", so that an unfenced broker can find them.
-
-    One timeline map per broker, kept in a plain dict for ever once made: the maps revert
-    themselves, and an empty map reads as no partitions at any offset.
-    """
-
-    def __init__(self, registry: SnapshotRegistry) -> None:
-        self._registry = registry
-        self._members: dict[int, TimelineHashMap[TopicIdPartition, bool]] = {}
-
-    def update(
-        self,
-        partition: TopicIdPartition,
-        prev: PartitionRegistration | None,
-        new: PartitionRegistration | None,
-    ) -> None:
-        """Index ``partition`` changing from ``prev`` to ``new`` (``None``: absent)."""
-        before = _isr_entries(prev)
-        after = _isr_entries(new)
-        for broker, leads in before.items():
-            if broker not in after:
-                self._members[broker].remove(partition)
-            elif after[broker] != leads:
-                self._members[broker].put(partition, after[broker])
-        for broker, leads in after.items():
-            if broker not in before:
-                members = self._members.get(broker)
-                if members is None:
-                    members = self._members[broker] = TimelineHashMap(self._registry)
-                members.put(partition, leads)
-
-    def partitions_with_broker_in_isr(
-        self, broker_id: int, offset: int = LATEST
-    ) -> list[TopicIdPartition]:
-        members = self._members.get(broker_id)
-        return [] if members is None else members.keys(offset)
-
-    def partitions_led_by(self, broker_id: int, offset: int = LATEST) -> list[TopicIdPartition]:
-        members = self._members.get(broker_id)
-        if members is None:
-            return []
-        return [partition for partition, leads in members.items(offset) if leads]
-
-    def partitions_with_no_leader(self, offset: int = LATEST) -> list[TopicIdPartition]:
-        return self.partitions_led_by(NO_LEADER, offset)
-
-    def has_leaderships(self, broker_id: int) -> bool:
-        members = self._members.get(broker_id)
-        return members is not None and any(members.values())
-
-
-def _isr_entries(partition: PartitionRegistration | None) -> dict[int, bool]:
-    if partition is None:
-        return {}
-    entries = {broker: broker == partition.leader for broker in partition.isr}
-    if partition.leader == NO_LEADER:
-        entries[NO_LEADER] = True
-    return entries
 
 
 class ReplicationControlManager:

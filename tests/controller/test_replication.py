@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from kraft.common.uuids import ZERO_UUID
+from kraft.controller.brokers_to_isrs import TopicIdPartition
 from kraft.controller.cluster_control import ClusterControlManager
 from kraft.controller.configs import (
     ConfigResource,
@@ -19,11 +20,7 @@ from kraft.controller.configs import (
     ConfigurationControlManager,
 )
 from kraft.controller.features import FeatureControlManager
-from kraft.controller.replication import (
-    ReplicationControlManager,
-    TopicIdPartition,
-    topic_name_error,
-)
+from kraft.controller.replication import ReplicationControlManager, topic_name_error
 from kraft.controller.result import ControllerApiError, ControllerResult
 from kraft.errors import IllegalStateError
 from kraft.metadata.image import MIGRATING_DIRECTORY, NO_LEADER, PartitionRegistration
