@@ -30,7 +30,7 @@ from typing import NoReturn, TypeVar
 
 import msgspec
 
-from kraft.common.uuids import ONE_UUID, ZERO_UUID
+from kraft.common.uuids import ZERO_UUID
 from kraft.controller.brokers_to_isrs import BrokersToIsrs, TopicIdPartition
 from kraft.controller.cluster_control import ClusterControlManager
 from kraft.controller.configs import (
@@ -537,12 +537,11 @@ class ReplicationControlManager:
             )
 
     def _new_topic_id(self, taken: set[uuid.UUID]) -> uuid.UUID:
-        # Kafka's Uuid.randomUuid: never the zero id nor the metadata topic's; and never an id
-        # a topic already has (a replayed TopicRecord with a used id would be refused).
+        # A random (version 4) uuid, so never Kafka's reserved zero or metadata topic id; and
+        # never one a topic has (its TopicRecord would be refused on replay).
         while True:
             topic_id = uuid.UUID(int=self._rng.getrandbits(128), version=4)
-            reserved = topic_id in (ZERO_UUID, ONE_UUID)
-            if not reserved and topic_id not in self._topics and topic_id not in taken:
+            if topic_id not in self._topics and topic_id not in taken:
                 taken.add(topic_id)
                 return topic_id
 
@@ -746,12 +745,12 @@ class ReplicationControlManager:
         ``maybeFenceOneStaleBroker``: one at a time, so that each fencing's leadership moves
         are visible before the next is decided)."""
         records: list[ApiMessageAndVersion] = []
-        heartbeats = self._cluster.heartbeats
-        stale = heartbeats.find_stale_brokers(now_ms)
+        # The session is marked fenced when the fencing record is replayed, not here: if the
+        # write never happens (leadership lost), the broker is found stale again next time.
+        stale = self._cluster.heartbeats.find_stale_brokers(now_ms)
         if stale:
             logger.info("fencing broker %d: its session timed out", stale[0])
             self.handle_broker_fenced(stale[0], records)
-            heartbeats.fence(stale[0])
         return ControllerResult(records, None)
 
     def unregister_broker(self, broker_id: int) -> ControllerResult[None]:

@@ -55,7 +55,7 @@ class Env:
     """A replication manager over real cluster and config managers, fed by replay, on an
     active controller (the cluster manager keeps broker sessions) at time ``now_ms``."""
 
-    def __init__(self, seed: int = 1) -> None:
+    def __init__(self, seed: int = 1, rng: random.Random | None = None) -> None:
         self.registry = SnapshotRegistry()
         self.cluster = ClusterControlManager(
             self.registry, cluster_id="c", feature_control=FeatureControlManager(self.registry)
@@ -66,7 +66,7 @@ class Env:
             self.registry,
             self.cluster,
             self.configs,
-            random.Random(seed),
+            rng or random.Random(seed),
             default_num_partitions=2,
             default_replication_factor=2,
         )
@@ -455,6 +455,32 @@ def test_manual_assignment_on_only_fenced_brokers_is_refused(env: Env) -> None:
     spec = (CreatableReplicaAssignment(partition_index=0, broker_ids=(1,)),)
     result = env.create(topic("foo", partitions=-1, rf=-1, assignments=spec))["foo"]
     assert result.error_code == Errors.INVALID_REPLICA_ASSIGNMENT
+
+
+class RepeatingRandom(random.Random):
+    """Draws the same 128 bits (a topic id's) twice in a row."""
+
+    def __init__(self) -> None:
+        super().__init__(0)
+        self._last: int | None = None
+
+    def getrandbits(self, k: int) -> int:
+        if k != 128:
+            return super().getrandbits(k)
+        if self._last is None:
+            self._last = super().getrandbits(k)
+            return self._last
+        value, self._last = self._last, None
+        return value
+
+
+def test_a_topic_id_is_never_reused() -> None:
+    env = Env(rng=RepeatingRandom())
+    env.register(0)
+    first = env.create(topic("foo", rf=1))["foo"].topic_id
+    assert env.create(topic("bar", rf=1))["bar"].topic_id != first
+    results = env.create(topic("a", rf=1), topic("b", rf=1))
+    assert results["a"].topic_id != results["b"].topic_id
 
 
 def test_topic_ids_are_drawn_from_the_rng_and_distinct() -> None:
