@@ -547,7 +547,7 @@ _SCHEMAS: Final[dict[type[msgspec.Struct], tuple[range, tuple[_Field, ...]]]] = 
     ),
     r.RemoveDelegationTokenRecord: (range(1), (_F("token_id", STRING),)),
     r.NoOpRecord: (range(1), ()),
-    r.ZkMigrationRecord: (range(1), (_F("zk_migration_state", INT8),)),
+    r.ZkMigrationStateRecord: (range(1), (_F("zk_migration_state", INT8),)),
     r.BeginTransactionRecord: (range(1), (_F("name", STRING, nullable=0, tag=0),)),
     r.EndTransactionRecord: (range(1), ()),
     r.AbortTransactionRecord: (range(1), (_F("reason", STRING, nullable=0, tag=0),)),
