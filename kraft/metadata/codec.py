@@ -371,8 +371,9 @@ class _Plan:
             raise
         except (struct.error, IndexError) as exc:
             raise _DecodeError("truncated", start, [attr]) from exc
-        except CorruptRecordError as exc:  # a bad varint
-            raise _DecodeError(str(exc), start, [attr]) from exc
+        except CorruptRecordError as exc:  # from read_uvarint: too long or truncated
+            position = start if exc.position is None else exc.position
+            raise _DecodeError("bad unsigned varint", position, [attr]) from exc
         return self.cls(**values), pos
 
 
