@@ -7,8 +7,9 @@ touched (an unchanged topic is the same object in both images, and so are the fe
 brokers or the configs when no record changed them).
 
 A record that refers to something the image does not have (a partition of an unknown topic, a
-fence of a broker at another epoch) is a :class:`MetadataReplayError`, as Kafka's deltas throw:
-the log is not what the controller wrote. Records of areas kraft keeps no image of (ACLs,
+fence of a broker at another epoch) is a :class:`~kraft.metadata.image.MetadataReplayError`,
+as Kafka's deltas throw: the log is not what the controller wrote. Records of areas kraft
+keeps no image of (ACLs,
 client quotas, SCRAM credentials, delegation tokens, controller registrations, the ZooKeeper
 migration state, the markers of metadata transactions) are counted in
 :attr:`MetadataDelta.skipped` and otherwise ignored: they change nothing the image holds.
@@ -20,7 +21,6 @@ import uuid
 from collections.abc import Mapping
 from typing import TypeVar
 
-from kraft.errors import IllegalStateError
 from kraft.metadata.image import (
     METADATA_VERSION_FEATURE,
     BrokerRegistration,
@@ -28,6 +28,7 @@ from kraft.metadata.image import (
     FeaturesImage,
     MetadataImage,
     MetadataProvenance,
+    MetadataReplayError,
     PartitionRegistration,
     ProducerIdsImage,
     TopicImage,
@@ -50,7 +51,7 @@ from kraft.metadata.records import (
     UnregisterBrokerRecord,
 )
 
-__all__ = ["TOPIC_RESOURCE", "MetadataDelta", "MetadataReplayError"]
+__all__ = ["TOPIC_RESOURCE", "MetadataDelta"]
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -63,10 +64,6 @@ _FENCING_CHANGE = {-1: False, 0: None, 1: True}
 #: ``BrokerRegistrationChangeRecord.in_controlled_shutdown``
 #: (``BrokerRegistrationInControlledShutdownChange``).
 _SHUTDOWN_CHANGE = {0: None, 1: True}
-
-
-class MetadataReplayError(IllegalStateError):
-    """A record that cannot apply to the image it is replayed over (see the module docstring)."""
 
 
 class _TopicChange:

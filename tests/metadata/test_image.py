@@ -13,11 +13,12 @@ from hypothesis import strategies as st
 
 from kraft.common.uuids import ZERO_UUID
 from kraft.metadata.codec import decode_record, encode_record
-from kraft.metadata.delta import MetadataDelta, MetadataReplayError
+from kraft.metadata.delta import MetadataDelta
 from kraft.metadata.image import (
     InvalidReplicaDirectoriesError,
     MetadataImage,
     MetadataProvenance,
+    MetadataReplayError,
     PartitionRegistration,
 )
 from kraft.metadata.records import (
