@@ -185,7 +185,7 @@ def test_a_directory_is_its_latest_snapshot_then_the_log_after_it(capsys, tmp_pa
     log_dir = tmp_path / "__cluster_metadata-0"
     log_dir.mkdir()
     write_snapshot(log_dir, image_of(RECORDS))
-    after = [
+    after: list[MetadataRecord] = [
         TopicRecord(name="later", topic_id=uuid.UUID(int=0x77)),
         partition(0, 2, uuid.UUID(int=0x77)),
     ]
