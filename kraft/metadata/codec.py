@@ -371,8 +371,9 @@ class _Plan:
             raise
         except (struct.error, IndexError) as exc:
             raise _DecodeError("truncated", start, [attr]) from exc
-        except CorruptRecordError as exc:  # a bad varint
-            raise _DecodeError(str(exc), start, [attr]) from exc
+        except CorruptRecordError as exc:  # from read_uvarint: too long or truncated
+            position = start if exc.position is None else exc.position
+            raise _DecodeError("bad unsigned varint", position, [attr]) from exc
         return self.cls(**values), pos
 
 
@@ -547,7 +548,7 @@ _SCHEMAS: Final[dict[type[msgspec.Struct], tuple[range, tuple[_Field, ...]]]] = 
     ),
     r.RemoveDelegationTokenRecord: (range(1), (_F("token_id", STRING),)),
     r.NoOpRecord: (range(1), ()),
-    r.ZkMigrationRecord: (range(1), (_F("zk_migration_state", INT8),)),
+    r.ZkMigrationStateRecord: (range(1), (_F("zk_migration_state", INT8),)),
     r.BeginTransactionRecord: (range(1), (_F("name", STRING, nullable=0, tag=0),)),
     r.EndTransactionRecord: (range(1), ()),
     r.AbortTransactionRecord: (range(1), (_F("reason", STRING, nullable=0, tag=0),)),
