@@ -85,7 +85,7 @@ class _TopicChange:
 
     def apply(self) -> TopicImage:
         if self.base is None:
-            partitions = self.partitions
+            partitions = dict(self.partitions)  # the delta may replay more records later
         else:
             partitions = dict(self.base.partitions)
             partitions.update(self.partitions)
