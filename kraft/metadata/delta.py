@@ -104,6 +104,8 @@ class MetadataDelta:
         self._features: dict[str, int | None] = {}
         self._brokers: dict[int, BrokerRegistration | None] = {}
         self._topics: dict[uuid.UUID, _TopicChange] = {}
+        #: The ids of the topics created in this delta, by name.
+        self._created: dict[str, uuid.UUID] = {}
         self._deleted_topics: dict[uuid.UUID, str] = {}
         self._configs: dict[ConfigResourceKey, dict[str, str | None]] = {}
         self._next_producer_id: int | None = None
@@ -236,9 +238,9 @@ class MetadataDelta:
         return change
 
     def _topic_id_named(self, name: str) -> uuid.UUID | None:
-        for change in self._topics.values():
-            if change.name == name:
-                return change.id
+        created = self._created.get(name)
+        if created is not None:
+            return created
         topic = self.image.topics.get(name)
         if topic is None or topic.id in self._deleted_topics:
             return None
@@ -254,6 +256,7 @@ class MetadataDelta:
         ):
             raise MetadataReplayError(f"topic id {record.topic_id} is in use already")
         self._topics[record.topic_id] = _TopicChange(record.name, record.topic_id, None)
+        self._created[record.name] = record.topic_id
 
     def _replay_partition(self, record: PartitionRecord) -> None:
         change = self._topic_change(record.topic_id, f"partition {record.partition_id}")
@@ -276,6 +279,7 @@ class MetadataDelta:
             name = base.name
         else:
             name = change.name
+            self._created.pop(name, None)
         if change is None or change.base is not None:
             self._deleted_topics[record.topic_id] = name
         # The topic's configs go with it (Kafka's ConfigurationsDelta.replay(RemoveTopicRecord)).

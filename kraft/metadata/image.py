@@ -182,7 +182,7 @@ class BrokerRegistration(msgspec.Struct, frozen=True, kw_only=True):
 def _directories(directories: tuple[uuid.UUID, ...], replicas: int) -> tuple[uuid.UUID, ...]:
     """Kafka's ``defaultToMigrating``: no directory known for any replica means one
     ``MIGRATING`` per replica (what a record before version 1 implies)."""
-    if all(directory == MIGRATING_DIRECTORY for directory in directories):
+    if directories.count(MIGRATING_DIRECTORY) == len(directories):
         return (MIGRATING_DIRECTORY,) * replicas
     return directories
 
