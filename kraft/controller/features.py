@@ -15,8 +15,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 
 from kraft.controller.result import ApiError, ControllerResult
-from kraft.metadata.delta import MetadataReplayError
-from kraft.metadata.image import METADATA_VERSION_FEATURE
+from kraft.metadata.image import METADATA_VERSION_FEATURE, MetadataReplayError
 from kraft.metadata.records import (
     METADATA_VERSION,
     ApiMessageAndVersion,

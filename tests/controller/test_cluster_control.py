@@ -12,7 +12,7 @@ from kraft.controller.features import FeatureControlManager
 from kraft.controller.heartbeats import UsableBroker
 from kraft.controller.result import ControllerApiError, ControllerResult
 from kraft.errors import IllegalStateError
-from kraft.metadata.delta import MetadataReplayError
+from kraft.metadata.image import MetadataReplayError
 from kraft.metadata.records import (
     METADATA_VERSION,
     ApiMessageAndVersion,
