@@ -28,6 +28,7 @@ themselves, so that a table that drifts from Kafka's schema fails a test.
 
 from __future__ import annotations
 
+import functools
 import struct
 import uuid
 from collections.abc import Callable, Sequence
@@ -73,7 +74,7 @@ def _uvarint(buf: Any, pos: int) -> tuple[int, int]:
 class _Type:
     """How one schema type is written and read, non-nullable and nullable."""
 
-    __slots__ = ("name", "read", "read_nullable", "write", "write_nullable")
+    __slots__ = ("fmt", "name", "read", "read_nullable", "write", "write_nullable")
 
     def __init__(
         self,
@@ -82,12 +83,17 @@ class _Type:
         read: _Reader,
         write_nullable: _Writer | None = None,
         read_nullable: _Reader | None = None,
+        *,
+        fmt: str | None = None,
     ) -> None:
         self.name = name
         self.write = write
         self.read = read
         self.write_nullable = write_nullable
         self.read_nullable = read_nullable
+        #: The ``struct`` format of a fixed-width type (None for the others): consecutive
+        #: fixed-width fields are read and written with one ``struct.Struct`` (see _Plan).
+        self.fmt = fmt
 
 
 def _fixed(name: str, fmt: str) -> _Type:
@@ -103,7 +109,7 @@ def _fixed(name: str, fmt: str) -> _Type:
     def read(buf: Any, pos: int) -> tuple[Any, int]:
         return unpack_from(buf, pos)[0], pos + size
 
-    return _Type(name, write, read)
+    return _Type(name, write, read, fmt=fmt[1:])
 
 
 def _write_bool(out: bytearray, value: Any) -> None:
@@ -147,13 +153,21 @@ def _write_length(out: bytearray, value: Any, nullable: bool) -> bool:
             raise ValueError("null in a non-nullable field")
         out.append(0)
         return False
-    out += uvarint_bytes(len(value) + 1)
+    length = len(value) + 1
+    if length < 0x80:
+        out.append(length)
+    else:
+        out += uvarint_bytes(length)
     return True
 
 
 def _read_length(buf: Any, pos: int, nullable: bool) -> tuple[int, int]:
     """Read a compact length: -1 for null, which only a nullable field may hold."""
-    length, pos = _uvarint(buf, pos)
+    length = buf[pos]
+    if length < 0x80:
+        pos += 1
+    else:
+        length, pos = read_uvarint(buf, pos)
     if length == 0 and not nullable:
         raise _DecodeError("null in a non-nullable field", pos - 1, [])
     return length - 1, pos
@@ -184,8 +198,8 @@ def _string_type() -> _Type:
         "string",
         write,
         read,
-        lambda out, v: write(out, v, True),
-        lambda buf, pos: read(buf, pos, True),
+        functools.partial(write, nullable=True),
+        functools.partial(read, nullable=True),
     )
 
 
@@ -205,8 +219,8 @@ INT32: Final = _fixed("int32", ">i")
 INT64: Final = _fixed("int64", ">q")
 UINT16: Final = _fixed("uint16", ">H")
 FLOAT64: Final = _fixed("float64", ">d")
-BOOL: Final = _Type("bool", _write_bool, _read_bool)
-UUID: Final = _Type("uuid", _write_uuid, _read_uuid)
+BOOL: Final = _Type("bool", _write_bool, _read_bool, fmt="?")  # '?' reads any non-zero as True
+UUID: Final = _Type("uuid", _write_uuid, _read_uuid, fmt="16s")
 STRING: Final = _string_type()
 BYTES: Final = _Type("bytes", _write_bytes, _read_bytes)
 
@@ -217,9 +231,16 @@ def _array(element: _Type) -> _Type:
     def write(out: bytearray, value: Any, nullable: bool = False) -> None:
         if isinstance(value, (str, bytes)):  # iterable, but never a list of elements
             raise TypeError(f"{value!r} is not a sequence of {element.name}")
-        if _write_length(out, value, nullable):
-            for item in value:
-                write_element(out, item)
+        if not _write_length(out, value, nullable):
+            return
+        if element is INT32:
+            try:
+                out += struct.pack(f">{len(value)}i", *value)
+                return
+            except struct.error:
+                pass  # the loop below names the element that does not fit
+        for item in value:
+            write_element(out, item)
 
     def read(buf: Any, pos: int, nullable: bool = False) -> tuple[tuple[Any, ...] | None, int]:
         start = pos
@@ -237,6 +258,15 @@ def _array(element: _Type) -> _Type:
                     f"array of {count} int32 runs past the end of the value", start, []
                 )
             return struct.unpack_from(f">{count}i", buf, pos), end
+        if element is UUID:
+            end = pos + 16 * count
+            if end > len(buf):
+                raise _DecodeError(
+                    f"array of {count} uuid runs past the end of the value", start, []
+                )
+            return tuple(
+                [_UUID_FROM_BIN16(_BIN16 + buf[p : p + 16]) for p in range(pos, end, 16)]
+            ), end
         items = []
         for index in range(count):
             try:
@@ -251,8 +281,8 @@ def _array(element: _Type) -> _Type:
         f"[]{element.name}",
         write,
         read,
-        lambda out, v: write(out, v, True),
-        lambda buf, pos: read(buf, pos, True),
+        functools.partial(write, nullable=True),
+        functools.partial(read, nullable=True),
     )
 
 
@@ -274,10 +304,40 @@ def _at_default(value: Any, default: Any) -> bool:
     return bool(value == default)
 
 
-class _Plan:
-    """The fields of one struct at one version, ready to write and read."""
+class _Run(NamedTuple):
+    """Consecutive fixed-width fields, read and written with one ``struct.Struct``."""
 
-    __slots__ = ("absent", "cls", "name", "regular", "tagged", "tagged_by_tag")
+    attrs: tuple[str, ...]
+    types: tuple[_Type, ...]
+    codec: struct.Struct
+
+
+_Step = _Run | tuple[str, _Writer, _Reader]
+
+
+class _Plan:
+    """The fields of one struct at one version, and the ``read`` and ``write`` functions
+    compiled from them.
+
+    Like Kafka's generator, which writes a Java class per schema, the plan writes the source of
+    one function per struct and version: straight-line code with the runs of fixed-width fields
+    packed together, several times faster than walking the field list per record (snapshots of
+    large images hold hundreds of thousands of records). The compiled code calls the same
+    per-type functions as the rest of this module for every field that is not fixed-width, and
+    on an error :meth:`_read_error` / :meth:`_write_error` name the field, so the speed changes
+    no behaviour.
+    """
+
+    __slots__ = (
+        "absent",
+        "cls",
+        "name",
+        "read",
+        "steps",
+        "tagged",
+        "tagged_by_tag",
+        "write",
+    )
 
     def __init__(self, cls: type[msgspec.Struct], fields: Sequence[_Field], version: int) -> None:
         defaults = {
@@ -286,7 +346,7 @@ class _Plan:
         }
         self.cls = cls
         self.name = f"{cls.__name__} v{version}"
-        self.regular: list[tuple[str, _Writer, _Reader]] = []
+        self.steps: list[_Step] = []
         self.tagged: list[tuple[int, str, _Writer, Any]] = []
         self.tagged_by_tag: dict[int, tuple[str, _Reader]] = {}
         self.absent: list[tuple[str, Any]] = []
@@ -300,51 +360,114 @@ class _Plan:
                 write, read = field.type.write_nullable, field.type.read_nullable
             else:
                 write, read = field.type.write, field.type.read
-            if field.tag is None:
-                self.regular.append((field.attr, write, read))
-            else:
+            if field.tag is not None:
                 self.tagged.append((field.tag, field.attr, write, defaults[field.attr]))
                 self.tagged_by_tag[field.tag] = (field.attr, read)
-        self.tagged.sort(key=lambda entry: entry[0])
-
-    def write(self, out: bytearray, obj: Any) -> None:
-        for attr, default in self.absent:
-            if not _at_default(getattr(obj, attr), default):
-                raise ValueError(
-                    f"{self.name} has no field {attr}: it must be at its default {default!r}"
+            elif field.type.fmt is None or nullable:
+                self.steps.append((field.attr, write, read))
+            elif self.steps and isinstance(last := self.steps[-1], _Run):
+                self.steps[-1] = _Run(
+                    (*last.attrs, field.attr),
+                    (*last.types, field.type),
+                    struct.Struct(last.codec.format + field.type.fmt),
                 )
-        for attr, write, _ in self.regular:
-            try:
-                write(out, getattr(obj, attr))
-            except (ValueError, TypeError) as exc:
-                raise type(exc)(f"{self.name} {attr}: {exc}") from exc
-        tagged: list[tuple[int, bytearray]] = []
-        for tag, attr, write, default in self.tagged:
-            value = getattr(obj, attr)
-            if _at_default(value, default):
-                continue
-            value_bytes = bytearray()
-            try:
-                write(value_bytes, value)
-            except (ValueError, TypeError) as exc:
-                raise type(exc)(f"{self.name} {attr}: {exc}") from exc
-            tagged.append((tag, value_bytes))
-        out += uvarint_bytes(len(tagged))
-        for tag, value_bytes in tagged:
-            out += uvarint_bytes(tag)
-            out += uvarint_bytes(len(value_bytes))
-            out += value_bytes
+            else:
+                self.steps.append(
+                    _Run((field.attr,), (field.type,), struct.Struct(">" + field.type.fmt))
+                )
+        self.tagged.sort(key=lambda entry: entry[0])
+        self.read: _Reader = self._compile_read()
+        self.write: _Writer = self._compile_write()
 
-    def read(self, buf: Any, pos: int) -> tuple[Any, int]:
+    # -- reading -----------------------------------------------------------------------------
+
+    def _compile_read(self) -> _Reader:
+        env: dict[str, Any] = {
+            "CLS": self.cls,
+            "UUID_OF": _UUID_FROM_BIN16,
+            "BIN16": _BIN16,
+            "READ_TAGGED": self._read_tagged,
+            "NAME_ERROR": self._name_read_error,
+            "READ_ERROR": self._read_error,
+            "DecodeError": _DecodeError,
+            "Truncated": (struct.error, IndexError, CorruptRecordError),
+        }
+        body: list[str] = []
+        kwargs: list[str] = []
+        for index, step in enumerate(self.steps):
+            body.append(f"step = {index}")
+            if isinstance(step, _Run):
+                names = [f"v{len(kwargs) + i}" for i in range(len(step.attrs))]
+                env[f"UNPACK{index}"] = step.codec.unpack_from
+                body.append(f"{', '.join(names)}, = UNPACK{index}(buf, pos)")
+                body.append(f"pos += {step.codec.size}")
+                for name, kind in zip(names, step.types, strict=True):
+                    if kind is UUID:
+                        body.append(f"{name} = UUID_OF(BIN16 + {name})")
+                kwargs += [f"{a}={n}" for a, n in zip(step.attrs, names, strict=True)]
+            else:
+                env[f"READ{index}"] = step[2]
+                body.append(f"v{len(kwargs)}, pos = READ{index}(buf, pos)")
+                kwargs.append(f"{step[0]}=v{len(kwargs)}")
+        args = ", ".join(kwargs)
+        body += [
+            f"step = {len(self.steps)}",
+            "if buf[pos] == 0:  # no tagged fields: the common case",
+            f"    return CLS({args}), pos + 1",
+            "tagged, pos = READ_TAGGED(buf, pos)",
+            f"return CLS({args}{', ' if args else ''}**tagged), pos",
+        ]
+        source = "\n".join(
+            [
+                "def read(buf, pos):",
+                "    step = 0",
+                "    try:",
+                *(f"        {line}" for line in body),
+                "    except DecodeError as exc:",
+                "        NAME_ERROR(step, exc)",
+                "        raise",
+                "    except Truncated as exc:",
+                "        raise READ_ERROR(step, buf, pos, exc) from exc",
+            ]
+        )
+        exec(compile(source, f"<metadata codec: read {self.name}>", "exec"), env)
+        read: _Reader = env["read"]
+        return read
+
+    def _name_read_error(self, step: int, exc: _DecodeError) -> None:
+        # Only the per-type readers raise _DecodeError (a run only raises struct.error), and
+        # the tagged fields (the last step) name their own errors.
+        if step < len(self.steps):
+            current = self.steps[step]
+            assert not isinstance(current, _Run)
+            exc.path.insert(0, current[0])
+
+    def _read_error(self, step: int, buf: Any, pos: int, exc: Exception) -> _DecodeError:
+        """The error of a read that failed at ``step`` (``pos``: where the step began)."""
+        attr, position = "tagged fields", pos
+        if step < len(self.steps):
+            current = self.steps[step]
+            if isinstance(current, _Run):
+                attr = current.attrs[-1]
+                for name, kind in zip(current.attrs, current.types, strict=True):
+                    size = struct.calcsize(">" + str(kind.fmt))
+                    if position + size > len(buf):
+                        attr = name  # the first field of the run that is cut
+                        break
+                    position += size
+            else:
+                attr = current[0]
+        if isinstance(exc, CorruptRecordError):  # from read_uvarint: too long or truncated
+            return _DecodeError(
+                "bad unsigned varint", pos if exc.position is None else exc.position, [attr]
+            )
+        return _DecodeError("truncated", position, [attr])
+
+    def _read_tagged(self, buf: Any, pos: int) -> tuple[dict[str, Any], int]:
         values: dict[str, Any] = {}
         attr = "tagged fields"
         start = pos
         try:
-            for attr, _, read in self.regular:
-                start = pos
-                values[attr], pos = read(buf, pos)
-            attr = "tagged fields"
-            start = pos
             count, pos = _uvarint(buf, pos)
             for _ in range(count):
                 attr = "tagged fields"
@@ -371,9 +494,91 @@ class _Plan:
             raise
         except (struct.error, IndexError) as exc:
             raise _DecodeError("truncated", start, [attr]) from exc
-        except CorruptRecordError as exc:  # a bad varint
-            raise _DecodeError(str(exc), start, [attr]) from exc
-        return self.cls(**values), pos
+        except CorruptRecordError as exc:
+            position = start if exc.position is None else exc.position
+            raise _DecodeError("bad unsigned varint", position, [attr]) from exc
+        return values, pos
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def _compile_write(self) -> _Writer:
+        env: dict[str, Any] = {
+            "AT_DEFAULT": _at_default,
+            "ABSENT_ERROR": self._absent_error,
+            "WRITE_ERROR": self._write_error,
+            "WRITE_TAGGED": self._write_tagged,
+            "Invalid": (struct.error, AttributeError, TypeError, ValueError),
+        }
+        checks: list[str] = []
+        for index, (attr, default) in enumerate(self.absent):
+            env[f"DEFAULT{index}"] = default
+            checks += [
+                f"if not AT_DEFAULT(m.{attr}, DEFAULT{index}):",
+                f"    raise ABSENT_ERROR({attr!r}, DEFAULT{index})",
+            ]
+        body: list[str] = []
+        for index, step in enumerate(self.steps):
+            body.append(f"step = {index}")
+            if isinstance(step, _Run):
+                env[f"PACK{index}"] = step.codec.pack
+                values = [
+                    f"m.{a}.bytes" if kind is UUID else f"m.{a}"
+                    for a, kind in zip(step.attrs, step.types, strict=True)
+                ]
+                body.append(f"out += PACK{index}({', '.join(values)})")
+            else:
+                env[f"WRITE{index}"] = step[1]
+                body.append(f"WRITE{index}(out, m.{step[0]})")
+        source = "\n".join(
+            [
+                "def write(out, m):",
+                *(f"    {line}" for line in checks),
+                "    step = 0",
+                "    try:",
+                *(f"        {line}" for line in body or ["pass"]),
+                "    except Invalid as exc:",
+                "        raise WRITE_ERROR(step, m, exc) from exc",
+                "    WRITE_TAGGED(out, m)",
+            ]
+        )
+        exec(compile(source, f"<metadata codec: write {self.name}>", "exec"), env)
+        write: _Writer = env["write"]
+        return write
+
+    def _absent_error(self, attr: str, default: Any) -> ValueError:
+        return ValueError(f"{self.name} has no field {attr}: it must be at its default {default!r}")
+
+    def _write_error(self, step: int, obj: Any, exc: Exception) -> Exception:
+        """The error of a write that failed at ``step``, naming the field."""
+        current = self.steps[step]
+        if isinstance(current, _Run):
+            for attr, kind in zip(current.attrs, current.types, strict=True):
+                try:
+                    kind.write(bytearray(), getattr(obj, attr))
+                except (ValueError, TypeError) as inner:
+                    return type(inner)(f"{self.name} {attr}: {inner}")
+            return ValueError(f"{self.name}: {exc}")
+        attr = current[0]
+        kind_of_error = TypeError if isinstance(exc, AttributeError) else type(exc)
+        return kind_of_error(f"{self.name} {attr}: {exc}")
+
+    def _write_tagged(self, out: bytearray, obj: Any) -> None:
+        tagged: list[tuple[int, bytearray]] = []
+        for tag, attr, write, default in self.tagged:
+            value = getattr(obj, attr)
+            if _at_default(value, default):
+                continue
+            value_bytes = bytearray()
+            try:
+                write(value_bytes, value)
+            except (ValueError, TypeError) as exc:
+                raise type(exc)(f"{self.name} {attr}: {exc}") from exc
+            tagged.append((tag, value_bytes))
+        out += uvarint_bytes(len(tagged))
+        for tag, value_bytes in tagged:
+            out += uvarint_bytes(tag)
+            out += uvarint_bytes(len(value_bytes))
+            out += value_bytes
 
 
 def _struct_defaults(cls: type[msgspec.Struct]) -> list[Any]:
@@ -547,7 +752,7 @@ _SCHEMAS: Final[dict[type[msgspec.Struct], tuple[range, tuple[_Field, ...]]]] = 
     ),
     r.RemoveDelegationTokenRecord: (range(1), (_F("token_id", STRING),)),
     r.NoOpRecord: (range(1), ()),
-    r.ZkMigrationRecord: (range(1), (_F("zk_migration_state", INT8),)),
+    r.ZkMigrationStateRecord: (range(1), (_F("zk_migration_state", INT8),)),
     r.BeginTransactionRecord: (range(1), (_F("name", STRING, nullable=0, tag=0),)),
     r.EndTransactionRecord: (range(1), ()),
     r.AbortTransactionRecord: (range(1), (_F("reason", STRING, nullable=0, tag=0),)),

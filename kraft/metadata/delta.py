@@ -7,8 +7,9 @@ touched (an unchanged topic is the same object in both images, and so are the fe
 brokers or the configs when no record changed them).
 
 A record that refers to something the image does not have (a partition of an unknown topic, a
-fence of a broker at another epoch) is a :class:`MetadataReplayError`, as Kafka's deltas throw:
-the log is not what the controller wrote. Records of areas kraft keeps no image of (ACLs,
+fence of a broker at another epoch) is a :class:`~kraft.metadata.image.MetadataReplayError`,
+as Kafka's deltas throw: the log is not what the controller wrote. Records of areas kraft
+keeps no image of (ACLs,
 client quotas, SCRAM credentials, delegation tokens, controller registrations, the ZooKeeper
 migration state, the markers of metadata transactions) are counted in
 :attr:`MetadataDelta.skipped` and otherwise ignored: they change nothing the image holds.
@@ -20,7 +21,6 @@ import uuid
 from collections.abc import Mapping
 from typing import TypeVar
 
-from kraft.errors import IllegalStateError
 from kraft.metadata.image import (
     METADATA_VERSION_FEATURE,
     BrokerRegistration,
@@ -28,6 +28,7 @@ from kraft.metadata.image import (
     FeaturesImage,
     MetadataImage,
     MetadataProvenance,
+    MetadataReplayError,
     PartitionRegistration,
     ProducerIdsImage,
     TopicImage,
@@ -50,7 +51,7 @@ from kraft.metadata.records import (
     UnregisterBrokerRecord,
 )
 
-__all__ = ["TOPIC_RESOURCE", "MetadataDelta", "MetadataReplayError"]
+__all__ = ["TOPIC_RESOURCE", "MetadataDelta"]
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -63,10 +64,6 @@ _FENCING_CHANGE = {-1: False, 0: None, 1: True}
 #: ``BrokerRegistrationChangeRecord.in_controlled_shutdown``
 #: (``BrokerRegistrationInControlledShutdownChange``).
 _SHUTDOWN_CHANGE = {0: None, 1: True}
-
-
-class MetadataReplayError(IllegalStateError):
-    """A record that cannot apply to the image it is replayed over (see the module docstring)."""
 
 
 class _TopicChange:
@@ -88,7 +85,7 @@ class _TopicChange:
 
     def apply(self) -> TopicImage:
         if self.base is None:
-            partitions = self.partitions
+            partitions = dict(self.partitions)  # the delta may replay more records later
         else:
             partitions = dict(self.base.partitions)
             partitions.update(self.partitions)
@@ -107,6 +104,8 @@ class MetadataDelta:
         self._features: dict[str, int | None] = {}
         self._brokers: dict[int, BrokerRegistration | None] = {}
         self._topics: dict[uuid.UUID, _TopicChange] = {}
+        #: The ids of the topics created in this delta, by name.
+        self._created: dict[str, uuid.UUID] = {}
         self._deleted_topics: dict[uuid.UUID, str] = {}
         self._configs: dict[ConfigResourceKey, dict[str, str | None]] = {}
         self._next_producer_id: int | None = None
@@ -239,9 +238,9 @@ class MetadataDelta:
         return change
 
     def _topic_id_named(self, name: str) -> uuid.UUID | None:
-        for change in self._topics.values():
-            if change.name == name:
-                return change.id
+        created = self._created.get(name)
+        if created is not None:
+            return created
         topic = self.image.topics.get(name)
         if topic is None or topic.id in self._deleted_topics:
             return None
@@ -257,6 +256,7 @@ class MetadataDelta:
         ):
             raise MetadataReplayError(f"topic id {record.topic_id} is in use already")
         self._topics[record.topic_id] = _TopicChange(record.name, record.topic_id, None)
+        self._created[record.name] = record.topic_id
 
     def _replay_partition(self, record: PartitionRecord) -> None:
         change = self._topic_change(record.topic_id, f"partition {record.partition_id}")
@@ -279,6 +279,7 @@ class MetadataDelta:
             name = base.name
         else:
             name = change.name
+            self._created.pop(name, None)
         if change is None or change.base is not None:
             self._deleted_topics[record.topic_id] = name
         # The topic's configs go with it (Kafka's ConfigurationsDelta.replay(RemoveTopicRecord)).

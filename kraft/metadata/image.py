@@ -52,6 +52,7 @@ __all__ = [
     "BrokerRegistration",
     "FeaturesImage",
     "InvalidReplicaDirectoriesError",
+    "MetadataReplayError",
     "MetadataImage",
     "MetadataProvenance",
     "PartitionRegistration",
@@ -81,7 +82,13 @@ def read_only(mapping: dict[K, V]) -> Mapping[K, V]:
     return MappingProxyType(mapping)
 
 
-class InvalidReplicaDirectoriesError(IllegalStateError):
+class MetadataReplayError(IllegalStateError):
+    """A record that cannot apply to the image it is replayed over: the log is not what a
+    controller writes (Kafka's deltas throw ``IllegalStateException`` or
+    ``RuntimeException``)."""
+
+
+class InvalidReplicaDirectoriesError(MetadataReplayError):
     """A partition record whose directories do not match its replicas one for one (Kafka's
     ``InvalidReplicaDirectoriesException``)."""
 
@@ -175,7 +182,7 @@ class BrokerRegistration(msgspec.Struct, frozen=True, kw_only=True):
 def _directories(directories: tuple[uuid.UUID, ...], replicas: int) -> tuple[uuid.UUID, ...]:
     """Kafka's ``defaultToMigrating``: no directory known for any replica means one
     ``MIGRATING`` per replica (what a record before version 1 implies)."""
-    if all(directory == MIGRATING_DIRECTORY for directory in directories):
+    if directories.count(MIGRATING_DIRECTORY) == len(directories):
         return (MIGRATING_DIRECTORY,) * replicas
     return directories
 
@@ -331,6 +338,10 @@ class MetadataImage(msgspec.Struct, frozen=True, kw_only=True):
     producer_ids: ProducerIdsImage
 
     EMPTY: ClassVar[MetadataImage]
+
+    def with_provenance(self, provenance: MetadataProvenance) -> MetadataImage:
+        """This image at another provenance (the same parts)."""
+        return msgspec.structs.replace(self, provenance=provenance)
 
     def partition_count(self) -> int:
         return sum(len(topic.partitions) for topic in self.topics.values())

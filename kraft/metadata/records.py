@@ -59,7 +59,7 @@ __all__ = [
     "UnfenceBrokerRecord",
     "UnregisterBrokerRecord",
     "UserScramCredentialRecord",
-    "ZkMigrationRecord",
+    "ZkMigrationStateRecord",
     "at_latest_version",
     "record_type",
     "record_version",
@@ -400,7 +400,7 @@ class RemoveDelegationTokenRecord(msgspec.Struct, frozen=True, kw_only=True):
     token_id: str = ""
 
 
-class ZkMigrationRecord(msgspec.Struct, frozen=True, kw_only=True):
+class ZkMigrationStateRecord(msgspec.Struct, frozen=True, kw_only=True):
     """The ZooKeeper migration state (api key 21)."""
 
     api_key: ClassVar[MetadataRecordType] = MetadataRecordType.ZK_MIGRATION_STATE
@@ -451,7 +451,7 @@ MetadataRecord: TypeAlias = (
     | RemoveUserScramCredentialRecord
     | RemoveDelegationTokenRecord
     | NoOpRecord
-    | ZkMigrationRecord
+    | ZkMigrationStateRecord
     | BeginTransactionRecord
     | EndTransactionRecord
     | AbortTransactionRecord

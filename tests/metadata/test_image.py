@@ -13,11 +13,12 @@ from hypothesis import strategies as st
 
 from kraft.common.uuids import ZERO_UUID
 from kraft.metadata.codec import decode_record, encode_record
-from kraft.metadata.delta import MetadataDelta, MetadataReplayError
+from kraft.metadata.delta import MetadataDelta
 from kraft.metadata.image import (
     InvalidReplicaDirectoriesError,
     MetadataImage,
     MetadataProvenance,
+    MetadataReplayError,
     PartitionRegistration,
 )
 from kraft.metadata.records import (
@@ -38,7 +39,7 @@ from kraft.metadata.records import (
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
-    ZkMigrationRecord,
+    ZkMigrationStateRecord,
 )
 
 AT = MetadataProvenance(10, 2, 1000)
@@ -268,7 +269,7 @@ def test_a_record_that_does_not_fit_the_image_is_a_replay_error(record, message)
 
 def test_records_of_areas_without_an_image_are_counted_and_change_nothing() -> None:
     delta = MetadataDelta(BASE)
-    delta.replay(ZkMigrationRecord(zk_migration_state=1))
+    delta.replay(ZkMigrationStateRecord(zk_migration_state=1))
     assert delta.skipped == 1
     assert delta.apply(BASE.provenance) == BASE
 

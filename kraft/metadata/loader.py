@@ -1,0 +1,156 @@
+"""``MetadataLoader``: the raft listener that turns ``__cluster_metadata`` into
+:class:`~kraft.metadata.image.MetadataImage` s, hands them to publishers, and writes them as
+snapshots (Kafka's ``MetadataLoader`` with its ``SnapshotGenerator`` publisher).
+
+- ``handle_commit``: the records of every batch the reader holds are replayed into one
+  :class:`~kraft.metadata.delta.MetadataDelta` over the current image; the next image has the
+  provenance of the reader's last batch (its last offset, epoch and append time). Control
+  batches hold no metadata record and only move the provenance.
+- ``handle_load_snapshot``: the snapshot's records are replayed onto
+  :data:`~kraft.metadata.image.MetadataImage.EMPTY`; the image's provenance is the snapshot's
+  last contained offset and epoch and its header's last contained log time.
+- Each new image goes to every publisher, ``publisher(delta, image)``, in the order they were
+  added (Kafka's ``MetadataPublisher.onMetadataUpdate``). A publisher added later first gets
+  the current image, as a delta from EMPTY (Kafka's ``installNewPublishers``).
+- Snapshots: after a ``handle_commit``, :class:`~kraft.raft.state_machine.SnapshotGenerator`
+  writes ``image.records()`` at the image's offset + 1 when
+  :class:`~kraft.raft.state_machine.SnapshotPolicy` says so (Kafka's
+  ``metadata.log.max.record.bytes.between.snapshots``, 20 MiB, and
+  ``metadata.log.max.snapshot.interval.ms``, one hour).
+
+A record that does not fit the image (:class:`~kraft.metadata.image.MetadataReplayError`) is
+skipped with a (rate-limited) error line and counted in :attr:`MetadataLoader.replay_errors`,
+as Kafka's loader reports it to its fault handler and goes on: the rest of the batch still
+applies. A publisher that raises is logged (rate-limited) and the others still run. Metadata
+transactions (KIP-868 ``BeginTransactionRecord`` ...) are not held back: kraft's controller
+writes none, and their records apply as they come.
+
+Every callback runs on the thread that polls the client; sans-IO like the raft core.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from kraft.common.ratelimit import LogLimiter
+from kraft.metadata.delta import MetadataDelta
+from kraft.metadata.image import MetadataImage, MetadataProvenance, MetadataReplayError
+from kraft.metadata.records import ApiMessageAndVersion
+from kraft.raft.listeners import BatchReader, Listener, SnapshotReaderLike
+from kraft.raft.state_machine import SnapshotGenerator, SnapshotPolicy
+from kraft.record.typed import Batch
+
+if TYPE_CHECKING:
+    from kraft.raft.client import KafkaRaftClient
+
+__all__ = ["MetadataLoader", "Publisher"]
+
+logger = logging.getLogger(__name__)
+
+#: Called with each new image and the delta that made it from the previous one.
+Publisher = Callable[[MetadataDelta, MetadataImage], None]
+
+_ERROR_LOG_INTERVAL_MS = 60_000
+
+
+class MetadataLoader(Listener[ApiMessageAndVersion]):
+    """Builds images from ``client``'s commits and snapshots (see the module docstring).
+
+    Register it with ``client.register(loader)``; read :attr:`image` on the polling thread, or
+    add a publisher.
+    """
+
+    def __init__(
+        self,
+        client: KafkaRaftClient[ApiMessageAndVersion],
+        policy: SnapshotPolicy | None = None,
+    ) -> None:
+        self.client = client
+        #: The latest image; EMPTY until the first commit or snapshot.
+        self.image = MetadataImage.EMPTY
+        #: How many records were skipped because they did not fit the image.
+        self.replay_errors = 0
+        self.snapshots = SnapshotGenerator(client, policy)
+        self._publishers: list[Publisher] = []
+        self._replay_log = LogLimiter(_ERROR_LOG_INTERVAL_MS)
+        self._publisher_log = LogLimiter(_ERROR_LOG_INTERVAL_MS)
+
+    # -- publishers ----------------------------------------------------------------------------
+    def add_publisher(self, publisher: Publisher) -> None:
+        """Send every new image to ``publisher``, the current one first unless it is EMPTY."""
+        self._publishers.append(publisher)
+        if self.image.provenance != MetadataProvenance.EMPTY:
+            delta = MetadataDelta(MetadataImage.EMPTY)
+            for record in self.image.records():
+                delta.replay(record.message)
+            self._call(publisher, delta, self.image)
+
+    def remove_publisher(self, publisher: Publisher) -> None:
+        """Send ``publisher`` nothing more; ``ValueError`` if it was not added."""
+        self._publishers.remove(publisher)
+
+    def _call(self, publisher: Publisher, delta: MetadataDelta, image: MetadataImage) -> None:
+        try:
+            publisher(delta, image)
+        except Exception:
+            if self._publisher_log.allow(self.client.clock.now_ms()):
+                logger.exception(
+                    "publisher %r failed on the image at offset %d",
+                    publisher,
+                    image.provenance.offset,
+                )
+
+    def _publish(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        self.image = image
+        for publisher in list(self._publishers):
+            self._call(publisher, delta, image)
+
+    # -- raft callbacks ------------------------------------------------------------------------
+    def handle_commit(self, reader: BatchReader[ApiMessageAndVersion]) -> None:
+        delta = MetadataDelta(self.image)
+        last: Batch[ApiMessageAndVersion] | None = None
+        with reader:
+            for batch in reader:
+                self._replay(delta, batch.records, batch.base_offset)
+                self.snapshots.applied(batch.size_in_bytes)
+                last = batch
+        if last is None:
+            return
+        image = delta.apply(
+            MetadataProvenance(last.last_offset, last.epoch, last.append_timestamp_ms)
+        )
+        self._publish(delta, image)
+        self.snapshots.maybe_snapshot(last, image.records)
+
+    def handle_load_snapshot(self, reader: SnapshotReaderLike[ApiMessageAndVersion]) -> None:
+        delta = MetadataDelta(MetadataImage.EMPTY)
+        try:
+            for batch in reader:
+                self._replay(delta, batch.records, batch.base_offset)
+        finally:
+            reader.close()
+        snapshot_id = reader.snapshot_id
+        image = delta.apply(
+            MetadataProvenance(
+                snapshot_id.offset - 1, snapshot_id.epoch, reader.last_contained_log_timestamp_ms
+            )
+        )
+        self._publish(delta, image)
+        self.snapshots.restart()
+
+    def begin_shutdown(self) -> None:
+        self.snapshots.begin_shutdown()
+
+    def _replay(
+        self, delta: MetadataDelta, records: Iterable[ApiMessageAndVersion], base_offset: int
+    ) -> None:
+        replay = delta.replay
+        for offset, record in enumerate(records, start=base_offset):
+            try:
+                replay(record.message)
+            except MetadataReplayError as exc:
+                self.replay_errors += 1
+                if self._replay_log.allow(self.client.clock.now_ms()):
+                    logger.error("skipping the metadata record at offset %d: %s", offset, exc)
