@@ -44,10 +44,10 @@ from kraft.controller.partition_change import Election, PartitionChangeBuilder
 from kraft.controller.placement import InvalidReplicationFactorError, StripedReplicaPlacer
 from kraft.controller.result import ApiError, ControllerApiError, ControllerResult
 from kraft.errors import IllegalStateError
-from kraft.metadata.delta import MetadataReplayError
 from kraft.metadata.image import (
     MIGRATING_DIRECTORY,
     NO_LEADER,
+    MetadataReplayError,
     PartitionRegistration,
 )
 from kraft.metadata.records import (

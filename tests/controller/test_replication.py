@@ -23,11 +23,19 @@ from kraft.controller.features import FeatureControlManager
 from kraft.controller.replication import ReplicationControlManager, topic_name_error
 from kraft.controller.result import ControllerApiError, ControllerResult
 from kraft.errors import IllegalStateError
-from kraft.metadata.image import MIGRATING_DIRECTORY, NO_LEADER, PartitionRegistration
+from kraft.metadata.delta import MetadataDelta
+from kraft.metadata.image import (
+    MIGRATING_DIRECTORY,
+    NO_LEADER,
+    MetadataImage,
+    MetadataProvenance,
+    PartitionRegistration,
+)
 from kraft.metadata.records import (
     ApiMessageAndVersion,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
+    FeatureLevelRecord,
     PartitionChangeRecord,
     PartitionRecord,
     RegisterBrokerRecord,
@@ -57,8 +65,9 @@ class Env:
 
     def __init__(self, seed: int = 1, rng: random.Random | None = None) -> None:
         self.registry = SnapshotRegistry()
+        self.features = FeatureControlManager(self.registry)
         self.cluster = ClusterControlManager(
-            self.registry, cluster_id="c", feature_control=FeatureControlManager(self.registry)
+            self.registry, cluster_id="c", feature_control=self.features
         )
         self.cluster.activate(0)
         self.configs = ConfigurationControlManager(self.registry)
@@ -72,11 +81,16 @@ class Env:
         )
         self.offset = 0
         self.now_ms = 0
+        #: Every record replayed, in order: the log.
+        self.log: list[ApiMessageAndVersion] = []
 
     def replay(self, records: Iterable[ApiMessageAndVersion]) -> None:
         for record in records:
+            self.log.append(record)
             message = record.message
-            if isinstance(
+            if isinstance(message, FeatureLevelRecord):
+                self.features.replay(message, self.offset)
+            elif isinstance(
                 message, (TopicRecord, PartitionRecord, PartitionChangeRecord, RemoveTopicRecord)
             ):
                 self.replication.replay(message, self.offset)
@@ -177,6 +191,23 @@ def env() -> Env:
     for broker in (0, 1, 2, 3):
         env.register(broker)
     return env
+
+
+def partitions_of(env: Env) -> dict[str, dict[int, PartitionRegistration]]:
+    """Every topic's partitions as the manager holds them."""
+    state = {}
+    for name in env.replication.topic_names():
+        info = env.replication.topic(name)
+        assert info is not None
+        state[name] = {index: env.partition(name, index) for index in range(info.num_partitions)}
+    return state
+
+
+def image_of(records: Iterable[ApiMessageAndVersion]) -> MetadataImage:
+    delta = MetadataDelta(MetadataImage.EMPTY)
+    for record in records:
+        delta.replay(record.message)
+    return delta.apply(MetadataProvenance(0, 0, 0))
 
 
 def check_index(env: Env) -> None:
@@ -922,3 +953,12 @@ def test_random_operations_keep_the_index_true() -> None:
                     partition.leader in partition.isr and partition.leader not in fenced
                 )
                 assert partition.isr and set(partition.isr) <= set(partition.replicas)
+    # The manager's state is the image a broker builds from the same log, and a controller
+    # that loads that image as a snapshot gets the same state back.
+    image = image_of(env.log)
+    state = partitions_of(env)
+    assert {name: dict(t.partitions) for name, t in image.topics.items()} == state
+    standby = Env()
+    standby.replay(image.records())
+    assert partitions_of(standby) == state
+    check_index(standby)
