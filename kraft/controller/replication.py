@@ -43,6 +43,11 @@ from kraft.controller.heartbeats import BrokerControlState
 from kraft.controller.partition_change import Election, PartitionChangeBuilder
 from kraft.controller.placement import InvalidReplicationFactorError, StripedReplicaPlacer
 from kraft.controller.result import ApiError, ControllerApiError, ControllerResult
+from kraft.controller.topic_names import (
+    has_collision_chars,
+    topic_name_error,
+    unify_collision_chars,
+)
 from kraft.errors import IllegalStateError
 from kraft.metadata.image import (
     MIGRATING_DIRECTORY,
@@ -58,7 +63,7 @@ from kraft.metadata.records import (
     TopicRecord,
     at_latest_version,
 )
-from kraft.metadata.timeline import LATEST, SnapshotRegistry, TimelineHashMap
+from kraft.metadata.timeline import LATEST, SnapshotRegistry, TimelineHashMap, TimelineHashSet
 from kraft.protocol.controller_messages import (
     BrokerHeartbeatRequest,
     CreatableTopic,
@@ -80,7 +85,6 @@ __all__ = [
     "BrokerHeartbeatReply",
     "ReplicationControlManager",
     "TopicControlInfo",
-    "topic_name_error",
 ]
 
 logger = logging.getLogger(__name__)
@@ -90,9 +94,9 @@ _T = TypeVar("_T")
 #: Kafka's ``DirectoryId.UNASSIGNED``: a replica on a broker with several log directories,
 #: before the broker says which one holds it.
 UNASSIGNED_DIRECTORY = uuid.UUID(int=1)
-#: Kafka's ``Topic`` name rules.
-_MAX_TOPIC_NAME_LENGTH = 249
-_LEGAL_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+#: Kafka's ``QuorumController.MAX_ELECTIONS_PER_IMBALANCE``: preferred leader elections per
+#: :meth:`ReplicationControlManager.maybe_balance_partition_leaders`.
+MAX_ELECTIONS_PER_IMBALANCE = 1000
 #: ``CreatableTopicConfigs.config_source`` of a config the topic creation set (Kafka's
 #: ``DescribeConfigsResponse.ConfigSource.TOPIC_CONFIG``).
 _TOPIC_CONFIG_SOURCE = 1
@@ -115,30 +119,6 @@ class TopicControlInfo(msgspec.Struct, frozen=True):
     name: str
     topic_id: uuid.UUID
     num_partitions: int
-
-
-def topic_name_error(name: str) -> str | None:
-    """Why ``name`` is not a valid topic name (Kafka's ``Topic.validate``), ``None`` if it is."""
-    if not name:
-        return "Topic name is invalid: the empty string is not allowed"
-    if name in (".", ".."):
-        return f"Topic name is invalid: '{name}' is not allowed"
-    if len(name) > _MAX_TOPIC_NAME_LENGTH:
-        return (
-            f"Topic name is invalid: the length of '{name}' is longer than the max allowed "
-            f"length {_MAX_TOPIC_NAME_LENGTH}"
-        )
-    if not _LEGAL_TOPIC_CHARS.issuperset(name):
-        return (
-            f"Topic name is invalid: '{name}' contains one or more characters other than "
-            "ASCII alphanumerics, '.', '_' and '-'"
-        )
-    return None
-
-
-def _unify_collision_chars(name: str) -> str:
-    # Metric names turn '.' into '_': two topics that differ only there would collide.
-    return name.replace(".", "_")
 
 
 class ReplicationControlManager:
@@ -177,6 +157,8 @@ class ReplicationControlManager:
             TimelineHashMap(snapshot_registry)
         )
         self.brokers_to_isrs = BrokersToIsrs(snapshot_registry)
+        #: The partitions not led by their preferred (first) replica.
+        self._imbalanced: TimelineHashSet[TopicIdPartition] = TimelineHashSet(snapshot_registry)
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -237,8 +219,8 @@ class ReplicationControlManager:
             )
         self._topics_by_name.put(record.name, record.topic_id)
         self._topics.put(record.topic_id, TopicControlInfo(record.name, record.topic_id, 0))
-        unified = _unify_collision_chars(record.name)
-        if unified != record.name or "_" in record.name:
+        if has_collision_chars(record.name):
+            unified = unify_collision_chars(record.name)
             names = self._collision_names.get(unified) or frozenset()
             self._collision_names.put(unified, names | {record.name})
 
@@ -258,7 +240,7 @@ class ReplicationControlManager:
             # id plus one, as the partitions are numbered from 0 without gaps.
             count = max(topic.num_partitions, record.partition_id + 1)
             self._topics.put(record.topic_id, TopicControlInfo(topic.name, topic.topic_id, count))
-        self.brokers_to_isrs.update(key, prev, new)
+        self._index(key, prev, new)
 
     def _replay_partition_change(self, record: PartitionChangeRecord) -> None:
         key = TopicIdPartition(record.topic_id, record.partition_id)
@@ -270,13 +252,25 @@ class ReplicationControlManager:
             )
         new = prev.merge(record)
         self._partitions.put(key, new)
+        self._index(key, prev, new)
+
+    def _index(
+        self,
+        key: TopicIdPartition,
+        prev: PartitionRegistration | None,
+        new: PartitionRegistration | None,
+    ) -> None:
         self.brokers_to_isrs.update(key, prev, new)
+        if new is not None and new.leader != new.replicas[0]:
+            self._imbalanced.add(key)
+        else:
+            self._imbalanced.discard(key)
 
     def _replay_remove_topic(self, record: RemoveTopicRecord) -> None:
         topic = self._topic_or_fail(record.topic_id, "RemoveTopicRecord")
         self._topics.remove(record.topic_id)
         self._topics_by_name.remove(topic.name)
-        unified = _unify_collision_chars(topic.name)
+        unified = unify_collision_chars(topic.name)
         names = self._collision_names.get(unified)
         if names is not None:
             rest = names - {topic.name}
@@ -288,7 +282,7 @@ class ReplicationControlManager:
             key = TopicIdPartition(record.topic_id, partition_id)
             prev = self._partitions.remove(key)
             if prev is not None:
-                self.brokers_to_isrs.update(key, prev, None)
+                self._index(key, prev, None)
         # Its configs go with it (Kafka's ConfigurationControlManager.deleteTopicConfigs).
         self._configs.delete_topic_configs(topic.name)
 
@@ -356,7 +350,7 @@ class ReplicationControlManager:
             return ApiError(Errors.INVALID_TOPIC_EXCEPTION, reason)
         if name in self._topics_by_name:
             return ApiError(Errors.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-        colliding = self._collision_names.get(_unify_collision_chars(name))
+        colliding = self._collision_names.get(unify_collision_chars(name))
         if colliding:
             return ApiError(
                 Errors.INVALID_TOPIC_EXCEPTION,
@@ -811,6 +805,38 @@ class ReplicationControlManager:
             self.brokers_to_isrs.partitions_with_broker_in_isr(broker_id),
         )
         records.append(unregister)
+
+    def partition_leaders_imbalanced(self) -> bool:
+        """Whether some partition is not led by its preferred replica (Kafka's
+        ``arePartitionLeadersImbalanced``)."""
+        return len(self._imbalanced) > 0
+
+    def maybe_balance_partition_leaders(
+        self, max_elections: int = MAX_ELECTIONS_PER_IMBALANCE
+    ) -> ControllerResult[bool]:
+        """Give leadership back to preferred replicas that are in the ISR and active, at most
+        ``max_elections`` of them (Kafka's ``maybeBalancePartitionLeaders``, which its
+        controller runs every ``leader.imbalance.check.interval.seconds``); the response says
+        whether it stopped at the limit, so that the caller runs it again at once."""
+        records: list[ApiMessageAndVersion] = []
+        for key in self._imbalanced:
+            if len(records) >= max_elections:
+                break
+            partition = self._partitions.get(key)
+            if partition is None:
+                raise IllegalStateError(f"imbalanced partition {key} does not exist")
+            builder = PartitionChangeBuilder(
+                partition,
+                key.topic_id,
+                key.partition_id,
+                self._cluster.is_active,
+                self._default_dir,
+            )
+            builder.election = Election.PREFERRED
+            change = builder.build()
+            if change is not None:
+                records.append(change)
+        return ControllerResult(records, len(records) >= max_elections)
 
     def _generate_leader_and_isr_updates(
         self,

@@ -20,8 +20,9 @@ from kraft.controller.configs import (
     ConfigurationControlManager,
 )
 from kraft.controller.features import FeatureControlManager
-from kraft.controller.replication import ReplicationControlManager, topic_name_error
+from kraft.controller.replication import ReplicationControlManager
 from kraft.controller.result import ControllerApiError, ControllerResult
+from kraft.controller.topic_names import topic_name_error
 from kraft.errors import IllegalStateError
 from kraft.metadata.delta import MetadataDelta
 from kraft.metadata.image import (
@@ -225,6 +226,10 @@ def check_index(env: Env) -> None:
             for broker in partition.isr:
                 expected_isr.setdefault(broker, set()).add(key)
             expected_led.setdefault(partition.leader, set()).add(key)
+    imbalanced = any(
+        p.leader != p.replicas[0] for parts in partitions_of(env).values() for p in parts.values()
+    )
+    assert replication.partition_leaders_imbalanced() == imbalanced
     for broker in range(-1, 6):
         if broker >= 0:
             assert set(replication.partitions_in_isr(broker)) == expected_isr.get(broker, set())
@@ -751,6 +756,32 @@ def test_leadership_avoids_brokers_in_controlled_shutdown(env: Env) -> None:
     env.shut_down(2)
     env.fence(1)
     assert env.partition("foo", 0).leader == 3
+
+
+def test_balancing_gives_leadership_back_to_preferred_replicas(env: Env) -> None:
+    topic_id = manual(env, "foo", (1, 2), (2, 1), (1, 2))
+    assert not env.replication.partition_leaders_imbalanced()
+    env.fence(1)
+    assert env.replication.partition_leaders_imbalanced()
+    # The preferred replica is fenced, then back but out of the ISR: nothing to do yet.
+    assert env.replication.maybe_balance_partition_leaders().records == []
+    env.unfence(1)
+    assert env.replication.maybe_balance_partition_leaders().records == []
+    # Back in the ISR (as an AlterPartition would put it): two preferred leader elections.
+    env.replay(
+        ApiMessageAndVersion(
+            PartitionChangeRecord(topic_id=topic_id, partition_id=i, isr=(2, 1)), 1
+        )
+        for i in (0, 2)
+    )
+    result = env.replication.maybe_balance_partition_leaders(max_elections=1)
+    assert (len(result.records), result.response) == (1, True)
+    result = env.replication.maybe_balance_partition_leaders()
+    assert (len(result.records), result.response) == (2, False)
+    env.apply(result)
+    assert [env.partition("foo", i).leader for i in range(3)] == [1, 2, 1]
+    assert not env.replication.partition_leaders_imbalanced()
+    check_index(env)
 
 
 # -- heartbeats --------------------------------------------------------------------------------
