@@ -14,6 +14,8 @@ member) and gives up every leadership to the next ISR member that is active (reg
 unfenced, not in controlled shutdown), or to nobody (leader -1) when none is; a broker that is
 unfenced becomes the leader of the leaderless partitions whose ISR it is in. A leader is never
 elected from outside the ISR (kraft has no unclean leader election).
+:meth:`ReplicationControlManager.maybe_balance_partition_leaders` gives leadership back to
+preferred (first) replicas once they are in the ISR and active again.
 
 The broker-to-partition index (:class:`BrokersToIsrs`, Kafka's) lets those moves visit only the
 partitions the broker is in, and says whether a broker in controlled shutdown still leads
