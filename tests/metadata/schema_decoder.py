@@ -254,7 +254,7 @@ def _write_value(field: dict[str, Any], kind: str, value: Any, version: int) -> 
         if value is None:
             assert is_nullable(field, version)
             return b"\x00"
-        raw = value.encode("utf-8") if kind == "string" else value
+        raw = value.encode("utf-8") if kind == "string" else bytes(value)
         return _uvarint_bytes(len(raw) + 1) + raw
     assert kind.startswith("[]"), kind
     if value is None:
