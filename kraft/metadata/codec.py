@@ -139,11 +139,28 @@ _UUID_FROM_BIN16: Final = msgspec.msgpack.Decoder(uuid.UUID).decode
 _BIN16: Final = b"\xc4\x10"
 
 
+# The uuids of an image repeat: every partition of a topic carries its topic id, and every
+# replica one of a few directory ids. A bounded cache of the uuids read lately saves building
+# them again (the values are immutable, so sharing them is safe).
+_UUIDS_READ: Final[dict[bytes, uuid.UUID]] = {}
+_UUIDS_READ_MAX: Final = 4096
+
+
+def _uuid_of(raw: Any) -> uuid.UUID:
+    raw = bytes(raw)
+    value = _UUIDS_READ.get(raw)
+    if value is None:
+        if len(_UUIDS_READ) >= _UUIDS_READ_MAX:
+            _UUIDS_READ.clear()
+        value = _UUIDS_READ[raw] = _UUID_FROM_BIN16(_BIN16 + raw)
+    return value
+
+
 def _read_uuid(buf: Any, pos: int) -> tuple[uuid.UUID, int]:
     end = pos + 16
     if end > len(buf):
         raise _DecodeError("uuid of 16 bytes runs past the end of the value", pos, [])
-    return _UUID_FROM_BIN16(_BIN16 + buf[pos:end]), end
+    return _uuid_of(buf[pos:end]), end
 
 
 def _write_length(out: bytearray, value: Any, nullable: bool) -> bool:
@@ -225,8 +242,35 @@ STRING: Final = _string_type()
 BYTES: Final = _Type("bytes", _write_bytes, _read_bytes)
 
 
+def _array_count(buf: Any, pos: int, width: int, nullable: bool) -> tuple[int, int]:
+    """Read a compact array's count (-1 for null) and check that ``count`` elements of at least
+    ``width`` bytes each fit in what is left: as Kafka does, so that a corrupt count cannot have
+    us allocate or loop for a long time before failing."""
+    start = pos
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = read_uvarint(buf, pos)
+    if count == 0:
+        if nullable:
+            return -1, pos
+        raise _DecodeError("null in a non-nullable field", start, [])
+    count -= 1
+    if count * width > len(buf) - pos:
+        raise _DecodeError(f"array of {count} elements in {len(buf) - pos} bytes", start, [])
+    return count, pos
+
+
+# struct.Struct objects for arrays of up to 64 int32: replica lists, ISRs and the like.
+_INT32_ARRAYS: Final = [struct.Struct(f">{n}i") for n in range(65)]
+
+
 def _array(element: _Type) -> _Type:
     write_element, read_element = element.write, element.read
+    # The arrays of int32 and of uuid (replicas, ISRs, directories: most of a large image) are
+    # read without a call per element.
+    width = {INT32: 4, UUID: 16}.get(element, 1)
 
     def write(out: bytearray, value: Any, nullable: bool = False) -> None:
         if isinstance(value, (str, bytes)):  # iterable, but never a list of elements
@@ -243,30 +287,17 @@ def _array(element: _Type) -> _Type:
             write_element(out, item)
 
     def read(buf: Any, pos: int, nullable: bool = False) -> tuple[tuple[Any, ...] | None, int]:
-        start = pos
-        count, pos = _read_length(buf, pos, nullable)
+        count, pos = _array_count(buf, pos, width, nullable)
         if count < 0:
             return None, pos
-        # As Kafka: every element takes at least one byte, so a larger count is corrupt (and
-        # would otherwise have us allocate or loop for a long time before failing).
-        if count > len(buf) - pos:
-            raise _DecodeError(f"array of {count} elements in {len(buf) - pos} bytes", start, [])
         if element is INT32:
-            end = pos + 4 * count
-            if end > len(buf):
-                raise _DecodeError(
-                    f"array of {count} int32 runs past the end of the value", start, []
-                )
-            return struct.unpack_from(f">{count}i", buf, pos), end
+            codec = (
+                _INT32_ARRAYS[count] if count < len(_INT32_ARRAYS) else struct.Struct(f">{count}i")
+            )
+            return codec.unpack_from(buf, pos), pos + 4 * count
         if element is UUID:
             end = pos + 16 * count
-            if end > len(buf):
-                raise _DecodeError(
-                    f"array of {count} uuid runs past the end of the value", start, []
-                )
-            return tuple(
-                [_UUID_FROM_BIN16(_BIN16 + buf[p : p + 16]) for p in range(pos, end, 16)]
-            ), end
+            return tuple([_uuid_of(buf[p : p + 16]) for p in range(pos, end, 16)]), end
         items = []
         for index in range(count):
             try:
@@ -384,8 +415,7 @@ class _Plan:
     def _compile_read(self) -> _Reader:
         env: dict[str, Any] = {
             "CLS": self.cls,
-            "UUID_OF": _UUID_FROM_BIN16,
-            "BIN16": _BIN16,
+            "UUID_OF": _uuid_of,
             "READ_TAGGED": self._read_tagged,
             "NAME_ERROR": self._name_read_error,
             "READ_ERROR": self._read_error,
@@ -403,7 +433,7 @@ class _Plan:
                 body.append(f"pos += {step.codec.size}")
                 for name, kind in zip(names, step.types, strict=True):
                     if kind is UUID:
-                        body.append(f"{name} = UUID_OF(BIN16 + {name})")
+                        body.append(f"{name} = UUID_OF({name})")
                 kwargs += [f"{a}={n}" for a, n in zip(step.attrs, names, strict=True)]
             else:
                 env[f"READ{index}"] = step[2]
