@@ -47,7 +47,6 @@ __all__ = ["FRAME_VERSION", "decode_record", "encode_record", "valid_versions"]
 FRAME_VERSION: Final = 1
 
 _MAX_STRING_BYTES: Final = 0x7FFF  # Kafka's limit for a string field, on write and on read
-_MAX_SHORT: Final = 0x7FFF  # api keys and versions are int16 in Kafka
 
 _Writer = Callable[[bytearray, Any], None]
 _Reader = Callable[[Any, int], tuple[Any, int]]  # (buffer, position) -> (value, next position)
@@ -643,7 +642,7 @@ _FEATURE: Final = (
 _INT32S: Final = _array(INT32)
 _UUIDS: Final = _array(UUID)
 
-_SCHEMAS: Final[dict[type[msgspec.Struct], tuple[range, tuple[_Field, ...]]]] = {
+_SCHEMAS: Final[dict[type[MetadataRecord], tuple[range, tuple[_Field, ...]]]] = {
     r.RegisterBrokerRecord: (
         range(4),
         (
@@ -800,16 +799,14 @@ _SCHEMAS: Final[dict[type[msgspec.Struct], tuple[range, tuple[_Field, ...]]]] = 
 
 # (api key, version) -> the plan of that record at that version, and its framing bytes.
 _PLANS: Final[dict[tuple[int, int], tuple[_Plan, bytes]]] = {
-    (cls.api_key, version): (  # type: ignore[attr-defined]
+    (cls.api_key, version): (
         _Plan(cls, fields, version),
-        uvarint_bytes(FRAME_VERSION)
-        + uvarint_bytes(cls.api_key)  # type: ignore[attr-defined]
-        + uvarint_bytes(version),
+        uvarint_bytes(FRAME_VERSION) + uvarint_bytes(cls.api_key) + uvarint_bytes(version),
     )
     for cls, (versions, fields) in _SCHEMAS.items()
     for version in versions
 }
-_CLASSES: Final = {cls.api_key: cls for cls in _SCHEMAS}  # type: ignore[attr-defined]
+_CLASSES: Final[dict[int, type[MetadataRecord]]] = {cls.api_key: cls for cls in _SCHEMAS}
 assert set(_CLASSES) == set(MetadataRecordType)
 
 
@@ -856,7 +853,7 @@ def decode_record(data: bytes | memoryview) -> ApiMessageAndVersion:
         )
     entry = _PLANS.get((key, version))
     if entry is None:
-        cls = _CLASSES.get(key) if key <= _MAX_SHORT else None
+        cls = _CLASSES.get(key)
         if cls is None:
             raise MetadataRecordError(f"unknown metadata record type {key}", position=0)
         raise MetadataRecordError(f"unknown {cls.__name__} version {version}", position=0)
