@@ -15,7 +15,11 @@ The tree (Kafka's shell paths; directories end in ``/`` in ``ls -l`` terms, leav
   replicas, ISR, leader and epochs;
 - ``/configs/<TYPE>:<name>/<config>`` (``TOPIC:orders``, ``BROKER:1``; ``BROKER`` alone for the
   cluster default): a config's value;
-- ``/producerIds/nextProducerId``; ``/provenance/{offset,epoch,lastContainedLogTimeMs}``.
+- ``/producerIds/nextProducerId``; ``/provenance/{offset,epoch,lastContainedLogTimeMs}``;
+- the areas kraft's controller does not write, when a Kafka log has them:
+  ``/controllers/<id>``, ``/clientQuotas/<type>=<name>[,...]/<key>`` (an entity part without
+  a name is ``<type>=<default>``), ``/acls/<id>``, ``/scram/<mechanism>/<user>``,
+  ``/delegationTokens/<id>``.
 
 Records are shown as JSON objects with kraft's field names; uuids in Kafka's text form.
 
@@ -42,7 +46,12 @@ from kraft.cli.log_dump import find_segments, is_snapshot_file
 from kraft.common.uuids import uuid_to_text
 from kraft.errors import CorruptRecordError, KraftError, StorageError
 from kraft.metadata.delta import MetadataDelta
-from kraft.metadata.image import METADATA_VERSION_FEATURE, MetadataImage, MetadataProvenance
+from kraft.metadata.image import (
+    METADATA_VERSION_FEATURE,
+    MetadataImage,
+    MetadataProvenance,
+    QuotaEntity,
+)
 from kraft.metadata.serde import MetadataRecordSerde
 from kraft.record.batch import iter_batches
 from kraft.record.typed import decode_batch
@@ -219,8 +228,51 @@ def image_tree(image: MetadataImage) -> Node:
                     "lastContainedLogTimeMs": _leaf(str(provenance.last_contained_log_time_ms)),
                 }
             ),
+            **_other_areas(image),
         }
     )
+
+
+#: Kafka's ``ScramMechanism`` names by id.
+SCRAM_MECHANISMS = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
+
+
+def _entity_name(entity: QuotaEntity) -> str:
+    return ",".join(
+        f"{part.entity_type}={'<default>' if part.entity_name is None else part.entity_name}"
+        for part in entity
+    )
+
+
+def _other_areas(image: MetadataImage) -> dict[str, Node]:
+    """The areas kraft's controller does not write (see the module docstring)."""
+
+    def quotas(values: Mapping[str, float]) -> Node:
+        return _directory(lambda: {key: _leaf(str(value)) for key, value in values.items()})
+
+    def users(credentials: dict[str, Node]) -> Node:
+        return _directory(lambda: credentials)
+
+    def scram() -> dict[str, Node]:
+        by_mechanism: dict[str, dict[str, Node]] = {}
+        for (user, mechanism), credential in image.scram_credentials.items():
+            name = SCRAM_MECHANISMS.get(mechanism, str(mechanism))
+            by_mechanism.setdefault(name, {})[user] = _leaf(credential)
+        return {name: users(credentials) for name, credentials in by_mechanism.items()}
+
+    return {
+        "controllers": _directory(
+            lambda: {str(i): _leaf(record) for i, record in image.controllers.items()}
+        ),
+        "clientQuotas": _directory(
+            lambda: {_entity_name(e): quotas(q) for e, q in image.client_quotas.items()}
+        ),
+        "acls": _directory(lambda: {uuid_to_text(i): _leaf(acl) for i, acl in image.acls.items()}),
+        "scram": _directory(scram),
+        "delegationTokens": _directory(
+            lambda: {i: _leaf(token) for i, token in image.delegation_tokens.items()}
+        ),
+    }
 
 
 def _sort_key(name: str) -> tuple[int, int, str]:
