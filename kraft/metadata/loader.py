@@ -21,9 +21,14 @@ snapshots (Kafka's ``MetadataLoader`` with its ``SnapshotGenerator`` publisher).
 A record that does not fit the image (:class:`~kraft.metadata.image.MetadataReplayError`) is
 skipped with a (rate-limited) error line and counted in :attr:`MetadataLoader.replay_errors`,
 as Kafka's loader reports it to its fault handler and goes on: the rest of the batch still
-applies. A publisher that raises is logged (rate-limited) and the others still run. Metadata
-transactions (KIP-868 ``BeginTransactionRecord`` ...) are not held back: kraft's controller
-writes none, and their records apply as they come.
+applies. A publisher that raises is logged (rate-limited) and the others still run.
+
+Metadata transactions (KIP-868), as Kafka's ``MetadataBatchLoader`` reads them: the records
+before a ``BeginTransactionRecord`` are published as an image of their own; no image is
+published (and no snapshot written) until the ``EndTransactionRecord``, even across commits; an
+``AbortTransactionRecord`` drops the transaction's records (the next image has only a newer
+provenance). A marker out of place (an End without a Begin...) is skipped as a record that does
+not fit.
 
 Every callback runs on the thread that polls the client; sans-IO like the raft core.
 """
@@ -31,13 +36,18 @@ Every callback runs on the thread that polls the client; sans-IO like the raft c
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from kraft.common.ratelimit import LogLimiter
 from kraft.metadata.delta import MetadataDelta
 from kraft.metadata.image import MetadataImage, MetadataProvenance, MetadataReplayError
-from kraft.metadata.records import ApiMessageAndVersion
+from kraft.metadata.records import (
+    AbortTransactionRecord,
+    ApiMessageAndVersion,
+    BeginTransactionRecord,
+    EndTransactionRecord,
+)
 from kraft.raft.listeners import BatchReader, Listener, SnapshotReaderLike
 from kraft.raft.state_machine import SnapshotGenerator, SnapshotPolicy
 from kraft.record.typed import Batch
@@ -74,6 +84,11 @@ class MetadataLoader(Listener[ApiMessageAndVersion]):
         self.replay_errors = 0
         self.snapshots = SnapshotGenerator(client, policy)
         self._publishers: list[Publisher] = []
+        #: The records read since the last image, and how many.
+        self._delta = MetadataDelta(self.image)
+        self._delta_records = 0
+        #: The offset of the open transaction's BeginTransactionRecord.
+        self._transaction: int | None = None
         self._replay_log = LogLimiter(_ERROR_LOG_INTERVAL_MS)
         self._publisher_log = LogLimiter(_ERROR_LOG_INTERVAL_MS)
 
@@ -104,20 +119,22 @@ class MetadataLoader(Listener[ApiMessageAndVersion]):
 
     def _publish(self, delta: MetadataDelta, image: MetadataImage) -> None:
         self.image = image
+        self._delta = MetadataDelta(image)
+        self._delta_records = 0
         for publisher in list(self._publishers):
             self._call(publisher, delta, image)
 
     # -- raft callbacks ------------------------------------------------------------------------
     def handle_commit(self, reader: BatchReader[ApiMessageAndVersion]) -> None:
-        delta = MetadataDelta(self.image)
         last: Batch[ApiMessageAndVersion] | None = None
         with reader:
             for batch in reader:
-                self._replay(delta, batch.records, batch.base_offset)
+                self._load_batch(batch)
                 self.snapshots.applied(batch.size_in_bytes)
                 last = batch
-        if last is None:
-            return
+        if last is None or self._transaction is not None:
+            return  # nothing new, or an open transaction: no image until it ends
+        delta = self._delta
         image = delta.apply(
             MetadataProvenance(last.last_offset, last.epoch, last.append_timestamp_ms)
         )
@@ -128,7 +145,10 @@ class MetadataLoader(Listener[ApiMessageAndVersion]):
         delta = MetadataDelta(MetadataImage.EMPTY)
         try:
             for batch in reader:
-                self._replay(delta, batch.records, batch.base_offset)
+                for index, record in enumerate(batch.records):
+                    self._replay(
+                        delta, record, f"record {batch.base_offset + index} of the snapshot"
+                    )
         finally:
             reader.close()
         snapshot_id = reader.snapshot_id
@@ -137,20 +157,49 @@ class MetadataLoader(Listener[ApiMessageAndVersion]):
                 snapshot_id.offset - 1, snapshot_id.epoch, reader.last_contained_log_timestamp_ms
             )
         )
+        self._transaction = None  # the snapshot replaces any half-read transaction
         self._publish(delta, image)
         self.snapshots.restart()
 
     def begin_shutdown(self) -> None:
         self.snapshots.begin_shutdown()
 
-    def _replay(
-        self, delta: MetadataDelta, records: Iterable[ApiMessageAndVersion], base_offset: int
-    ) -> None:
-        replay = delta.replay
-        for offset, record in enumerate(records, start=base_offset):
-            try:
-                replay(record.message)
-            except MetadataReplayError as exc:
-                self.replay_errors += 1
-                if self._replay_log.allow(self.client.clock.now_ms()):
-                    logger.error("skipping the metadata record at offset %d: %s", offset, exc)
+    def _load_batch(self, batch: Batch[ApiMessageAndVersion]) -> None:
+        """Replay ``batch`` into the pending delta, with Kafka's metadata transactions
+        (``MetadataBatchLoader``): at a ``BeginTransactionRecord`` the records before it are
+        published first; an ``AbortTransactionRecord`` drops the transaction's records; no image
+        is published while a transaction is open."""
+        for offset, record in enumerate(batch.records, start=batch.base_offset):
+            message = record.message
+            where = f"the metadata record at offset {offset}"
+            match message:
+                case BeginTransactionRecord() if self._transaction is None:
+                    if self._delta_records:
+                        before = MetadataProvenance(
+                            offset - 1, batch.epoch, batch.append_timestamp_ms
+                        )
+                        self._publish(self._delta, self._delta.apply(before))
+                    self._transaction = offset
+                case EndTransactionRecord() if self._transaction is not None:
+                    self._transaction = None
+                case AbortTransactionRecord() if self._transaction is not None:
+                    self._transaction = None
+                    self._delta = MetadataDelta(self.image)
+                    self._delta_records = 0
+                case BeginTransactionRecord() | EndTransactionRecord() | AbortTransactionRecord():
+                    state = "inside" if self._transaction is not None else "outside"
+                    self._replay_failed(where, f"{type(message).__name__} {state} a transaction")
+                case _:
+                    self._replay(self._delta, record, where)
+                    self._delta_records += 1
+
+    def _replay(self, delta: MetadataDelta, record: ApiMessageAndVersion, where: str) -> None:
+        try:
+            delta.replay(record.message)
+        except MetadataReplayError as exc:
+            self._replay_failed(where, str(exc))
+
+    def _replay_failed(self, where: str, why: str) -> None:
+        self.replay_errors += 1
+        if self._replay_log.allow(self.client.clock.now_ms()):
+            logger.error("skipping %s: %s", where, why)
