@@ -15,6 +15,8 @@ from kraft.common.uuids import uuid_to_text
 from kraft.metadata.delta import MetadataDelta
 from kraft.metadata.image import MetadataImage, MetadataProvenance
 from kraft.metadata.records import (
+    AbortTransactionRecord,
+    BeginTransactionRecord,
     BrokerEndpoint,
     ClientQuotaRecord,
     ConfigRecord,
@@ -208,6 +210,20 @@ def test_a_directory_is_its_latest_snapshot_then_the_log_after_it(capsys, tmp_pa
     segment = encode_batch(0, 2, values[:covered], timestamp_ms=T0) + encode_batch(
         covered, 3, values[covered:], timestamp_ms=T0 + 5
     )
+    # Then an aborted transaction, and one that the log ends in: neither shows.
+    aborted: list[MetadataRecord] = [
+        BeginTransactionRecord(),
+        TopicRecord(name="aborted", topic_id=uuid.UUID(int=0x88)),
+        AbortTransactionRecord(),
+        BeginTransactionRecord(),
+        TopicRecord(name="unfinished", topic_id=uuid.UUID(int=0x99)),
+    ]
+    segment += encode_batch(
+        len(values),
+        3,
+        [SERDE.encode(at_latest_version(record)) for record in aborted],
+        timestamp_ms=T0 + 9,
+    )
     (log_dir / f"{0:020d}.log").write_bytes(segment + b"\x00\x01")  # and a torn tail
     code, out, err = shell(
         capsys,
@@ -219,7 +235,7 @@ def test_a_directory_is_its_latest_snapshot_then_the_log_after_it(capsys, tmp_pa
     lines = out.splitlines()
     assert lines[:2] == ["later", "orders"]
     assert json.loads(lines[2])["leader"] == 2
-    assert lines[3:] == [str(covered + 1), "3"]
+    assert lines[3:] == [str(len(values) + 2), "3"]  # up to the Abort
     assert "warning:" in err and "stopped reading" in err
 
 
