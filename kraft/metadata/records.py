@@ -61,7 +61,6 @@ __all__ = [
     "UserScramCredentialRecord",
     "ZkMigrationStateRecord",
     "at_latest_version",
-    "record_type",
     "record_version",
 ]
 
@@ -481,11 +480,6 @@ _WRITE_VERSIONS: Final = {
 def record_version(type: MetadataRecordType) -> int:
     """The version kraft writes records of ``type`` at (Kafka 3.9 at 3.9-IV0)."""
     return _WRITE_VERSIONS.get(type, 0)
-
-
-def record_type(message: MetadataRecord) -> MetadataRecordType:
-    """The api key of ``message``."""
-    return message.api_key
 
 
 def at_latest_version(message: MetadataRecord) -> ApiMessageAndVersion:

@@ -1,10 +1,12 @@
-"""An independent decoder of metadata record values, built from Kafka's JSON schema files.
+"""An independent decoder (and encoder) of metadata record values, built from Kafka's JSON
+schema files.
 
 It reads the schemas vendored in tests/metadata/schemas/ (Kafka's
 metadata/src/main/resources/common/metadata/*.json, unchanged) and decodes a record value
 (Kafka's ``AbstractApiMessageSerde`` framing, then the flexible-version body) into plain dicts
-keyed by Kafka's field names. It uses nothing of kraft -- not its structs, its codec tables or its
-varint helpers -- so that kraft's bytes are checked against the schema text itself.
+keyed by Kafka's field names; :func:`encode` writes such dicts as Kafka's generated code does,
+for bytes kraft did not write. It uses nothing of kraft -- not its structs, its codec tables or
+its varint helpers -- so that kraft's bytes are checked against the schema text itself.
 """
 
 from __future__ import annotations
@@ -227,3 +229,68 @@ def snake_case(name: str) -> str:
     """Kafka's field name in the snake_case kraft's structs use: ``LeaderRecoveryState`` ->
     ``leader_recovery_state``, ``Isr`` -> ``isr``, ``LastKnownElr`` -> ``last_known_elr``."""
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
+
+
+# -- encoding, as Kafka's generated write() ---------------------------------------------------
+
+
+def _uvarint_bytes(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _write_value(field: dict[str, Any], kind: str, value: Any, version: int) -> bytes:
+    if kind in _FIXED:
+        return _FIXED[kind].pack(value)
+    if kind == "bool":
+        return b"\x01" if value else b"\x00"
+    if kind == "uuid":
+        return bytes(value.bytes)
+    if kind in ("string", "bytes"):
+        if value is None:
+            assert is_nullable(field, version)
+            return b"\x00"
+        raw = value.encode("utf-8") if kind == "string" else bytes(value)
+        return _uvarint_bytes(len(raw) + 1) + raw
+    assert kind.startswith("[]"), kind
+    if value is None:
+        assert is_nullable(field, version)
+        return b"\x00"
+    out = _uvarint_bytes(len(value) + 1)
+    for item in value:
+        if "fields" in field:
+            out += _write_struct(field["fields"], item, version)
+        else:
+            out += _write_value({"name": field["name"]}, kind[2:], item, version)
+    return out
+
+
+def _write_struct(fields: list[dict[str, Any]], values: dict[str, Any], version: int) -> bytes:
+    out = b""
+    tagged: dict[int, bytes] = {}
+    for field in fields:
+        if version not in field_versions(field):
+            continue
+        value = values[field["name"]]
+        if is_tagged(field, version):
+            if value != default_of(field):
+                tagged[int(field["tag"])] = _write_value(field, field["type"], value, version)
+        else:
+            out += _write_value(field, field["type"], value, version)
+    out += _uvarint_bytes(len(tagged))
+    for tag in sorted(tagged):
+        out += _uvarint_bytes(tag) + _uvarint_bytes(len(tagged[tag])) + tagged[tag]
+    return out
+
+
+def encode(api_key: int, version: int, fields: dict[str, Any]) -> bytes:
+    """The record value of a record given as a dict under Kafka's field names (every field of
+    ``version``), framed and written as Kafka writes it."""
+    schema = load_schemas()[api_key]
+    assert version in schema_versions(schema)
+    header = _uvarint_bytes(1) + _uvarint_bytes(api_key) + _uvarint_bytes(version)
+    return header + _write_struct(schema["fields"], fields, version)

@@ -3,9 +3,12 @@ for fields a version lacks, and typed errors for bad bytes."""
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kraft.errors import CorruptRecordError, MetadataRecordError
 from kraft.metadata import MetadataRecordSerde
@@ -258,3 +261,26 @@ def test_the_serde_is_a_record_serde_of_metadata_records() -> None:
     assert serde.encode(record) == encode_record(record)
     with pytest.raises(CorruptRecordError, match="frame version 0"):
         serde.decode(b"\x00\x14\x00\x00")
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.data())
+def test_damaged_bytes_decode_or_raise_a_metadata_record_error(data: st.DataObject) -> None:
+    """Whatever the damage to a valid value (a byte changed, bytes cut or added), decoding
+    gives a record or a MetadataRecordError: never another exception."""
+    golden = _hex(data.draw(st.sampled_from([str(p.values[1]) for p in GOLDEN])))
+    damaged = bytearray(golden)
+    for _ in range(data.draw(st.integers(1, 3))):
+        position = data.draw(st.integers(0, len(damaged) - 1))
+        damaged[position] = data.draw(st.integers(0, 255))
+    cut = data.draw(st.integers(0, len(damaged)))
+    damaged = damaged[:cut] + data.draw(st.binary(max_size=4))
+    with contextlib.suppress(MetadataRecordError):
+        decode_record(bytes(damaged))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=64))
+def test_random_bytes_decode_or_raise_a_metadata_record_error(data: bytes) -> None:
+    with contextlib.suppress(MetadataRecordError):
+        decode_record(b"\x01" + data)
