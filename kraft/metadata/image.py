@@ -59,7 +59,9 @@ __all__ = [
     "MIGRATING_DIRECTORY",
     "NO_LEADER",
     "NO_LEADER_CHANGE",
+    "NO_LEADER_RECOVERY_STATE_CHANGE",
     "BrokerRegistration",
+    "ConfigResourceKey",
     "FeaturesImage",
     "InvalidReplicaDirectoriesError",
     "MetadataReplayError",
@@ -67,15 +69,18 @@ __all__ = [
     "MetadataProvenance",
     "PartitionRegistration",
     "ProducerIdsImage",
+    "QuotaEntity",
+    "ScramKey",
     "TopicImage",
+    "quota_entity",
     "read_only",
 ]
 
-#: The feature whose level is the metadata version (Kafka's ``MetadataVersion.FEATURE_NAME``).
-METADATA_VERSION_FEATURE: Final = "metadata.version"
 K = TypeVar("K")
 V = TypeVar("V")
 
+#: The feature whose level is the metadata version (Kafka's ``MetadataVersion.FEATURE_NAME``).
+METADATA_VERSION_FEATURE: Final = "metadata.version"
 #: A partition without a leader (Kafka's ``LeaderConstants.NO_LEADER``).
 NO_LEADER: Final = -1
 #: ``PartitionChangeRecord.leader`` when the leader stays (Kafka's ``NO_LEADER_CHANGE``).
