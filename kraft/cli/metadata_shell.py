@@ -4,8 +4,9 @@
 The image comes from a snapshot file (``--snapshot FILE``) or from a metadata log directory
 (``--directory DIR``: its latest snapshot, if any, then every batch of its ``*.log`` segments
 after that snapshot, read as they are on disk, uncommitted tail included, as Kafka's shell
-does). Nothing is written. A segment that ends in bytes that are not a batch stops the reading
-there with a warning on stderr.
+does), with Kafka's metadata transactions (``MetadataBatchLoader``). Nothing is written. A
+segment that ends in bytes that are not a batch stops the reading there, and a record that does
+not fit the image is skipped, each with a warning on stderr.
 
 The tree (Kafka's shell paths; directories end in ``/`` in ``ls -l`` terms, leaves hold text):
 
@@ -15,7 +16,11 @@ The tree (Kafka's shell paths; directories end in ``/`` in ``ls -l`` terms, leav
   replicas, ISR, leader and epochs;
 - ``/configs/<TYPE>:<name>/<config>`` (``TOPIC:orders``, ``BROKER:1``; ``BROKER`` alone for the
   cluster default): a config's value;
-- ``/producerIds/nextProducerId``; ``/provenance/{offset,epoch,lastContainedLogTimeMs}``.
+- ``/producerIds/nextProducerId``; ``/provenance/{offset,epoch,lastContainedLogTimeMs}``;
+- the areas kraft's controller does not write, when a Kafka log has them:
+  ``/controllers/<id>``, ``/clientQuotas/<type>=<name>[,...]/<key>`` (an entity part without
+  a name is ``<type>=<default>``), ``/acls/<id>``, ``/scram/<mechanism>/<user>``,
+  ``/delegationTokens/<id>``.
 
 Records are shown as JSON objects with kraft's field names; uuids in Kafka's text form.
 
@@ -41,14 +46,14 @@ import msgspec
 from kraft.cli.log_dump import find_segments, is_snapshot_file
 from kraft.common.uuids import uuid_to_text
 from kraft.errors import CorruptRecordError, KraftError, StorageError
-from kraft.metadata.delta import MetadataDelta
-from kraft.metadata.image import METADATA_VERSION_FEATURE, MetadataImage, MetadataProvenance
+from kraft.metadata.image import METADATA_VERSION_FEATURE, MetadataImage, QuotaEntity
+from kraft.metadata.loader import MetadataBatchLoader, load_snapshot
 from kraft.metadata.serde import MetadataRecordSerde
 from kraft.record.batch import iter_batches
 from kraft.record.typed import decode_batch
 from kraft.snapshot import read_snapshot_file
 
-__all__ = ["Shell", "image_tree", "load_directory", "load_snapshot", "register"]
+__all__ = ["Shell", "image_tree", "load_directory", "load_snapshot_file", "register"]
 
 #: Kafka's ``ConfigResource.Type`` names by id.
 CONFIG_TYPES = {
@@ -64,38 +69,28 @@ CONFIG_TYPES = {
 # -- loading -----------------------------------------------------------------------------------
 
 
-def load_snapshot(path: Path) -> MetadataImage:
+def load_snapshot_file(path: Path, warn: Callable[[str], None]) -> MetadataImage:
     """The image in the snapshot file ``path``. ``StorageError`` (or ``CorruptSnapshotError``)
     for a file that is not a valid snapshot."""
     reader = read_snapshot_file(path, MetadataRecordSerde())
-    delta = MetadataDelta(MetadataImage.EMPTY)
-    try:
-        for batch in reader:
-            for record in batch.records:
-                delta.replay(record.message)
-    finally:
-        reader.close()
-    snapshot_id = reader.snapshot_id
-    return delta.apply(
-        MetadataProvenance(
-            snapshot_id.offset - 1, snapshot_id.epoch, reader.last_contained_log_timestamp_ms
-        )
-    )
+    return load_snapshot(reader, lambda where, why: warn(f"{path}: skipping {where}: {why}"))[1]
 
 
 def load_directory(path: Path, warn: Callable[[str], None]) -> MetadataImage:
     """The image of the metadata log in ``path`` (a partition directory, or a data directory
-    holding ``__cluster_metadata-0``): see the module docstring."""
+    holding ``__cluster_metadata-0``): see the module docstring. A transaction still open at
+    the end of the log is left out, as the loader of a broker leaves it."""
     files = find_segments(path)
     snapshots = [f for f in files if is_snapshot_file(f)]
     image = MetadataImage.EMPTY
-    start = 0
     if snapshots:
-        image = load_snapshot(snapshots[-1])
-        start = image.provenance.offset + 1
+        image = load_snapshot_file(snapshots[-1], warn)
+    start = image.provenance.offset + 1
     serde = MetadataRecordSerde()
-    delta = MetadataDelta(image)
-    provenance = image.provenance
+    batches = MetadataBatchLoader(
+        image, lambda delta, image: None, lambda where, why: warn(f"skipping {where}: {why}")
+    )
+    last = None
     for segment in (f for f in files if not is_snapshot_file(f)):
         try:
             data = segment.read_bytes()
@@ -103,15 +98,14 @@ def load_directory(path: Path, warn: Callable[[str], None]) -> MetadataImage:
             raise StorageError(f"{segment}: {exc.strerror}") from exc
         try:
             for view in iter_batches(data):
-                if view.last_offset < start:
-                    continue
-                batch = decode_batch(view, serde)
-                for record in batch.records:
-                    delta.replay(record.message)
-                provenance = MetadataProvenance(batch.last_offset, batch.epoch, view.max_timestamp)
+                if view.last_offset >= start:
+                    last = decode_batch(view, serde)
+                    batches.load_batch(last)
         except CorruptRecordError as exc:
             warn(f"{segment}: stopped reading: {exc}")
-    return delta.apply(provenance)
+    if last is not None:
+        batches.flush(last)
+    return batches.image
 
 
 # -- the tree ----------------------------------------------------------------------------------
@@ -219,8 +213,51 @@ def image_tree(image: MetadataImage) -> Node:
                     "lastContainedLogTimeMs": _leaf(str(provenance.last_contained_log_time_ms)),
                 }
             ),
+            **_other_areas(image),
         }
     )
+
+
+#: Kafka's ``ScramMechanism`` names by id.
+SCRAM_MECHANISMS = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
+
+
+def _entity_name(entity: QuotaEntity) -> str:
+    return ",".join(
+        f"{part.entity_type}={'<default>' if part.entity_name is None else part.entity_name}"
+        for part in entity
+    )
+
+
+def _other_areas(image: MetadataImage) -> dict[str, Node]:
+    """The areas kraft's controller does not write (see the module docstring)."""
+
+    def quotas(values: Mapping[str, float]) -> Node:
+        return _directory(lambda: {key: _leaf(str(value)) for key, value in values.items()})
+
+    def users(credentials: dict[str, Node]) -> Node:
+        return _directory(lambda: credentials)
+
+    def scram() -> dict[str, Node]:
+        by_mechanism: dict[str, dict[str, Node]] = {}
+        for (user, mechanism), credential in image.scram_credentials.items():
+            name = SCRAM_MECHANISMS.get(mechanism, str(mechanism))
+            by_mechanism.setdefault(name, {})[user] = _leaf(credential)
+        return {name: users(credentials) for name, credentials in by_mechanism.items()}
+
+    return {
+        "controllers": _directory(
+            lambda: {str(i): _leaf(record) for i, record in image.controllers.items()}
+        ),
+        "clientQuotas": _directory(
+            lambda: {_entity_name(e): quotas(q) for e, q in image.client_quotas.items()}
+        ),
+        "acls": _directory(lambda: {uuid_to_text(i): _leaf(acl) for i, acl in image.acls.items()}),
+        "scram": _directory(scram),
+        "delegationTokens": _directory(
+            lambda: {i: _leaf(token) for i, token in image.delegation_tokens.items()}
+        ),
+    }
 
 
 def _sort_key(name: str) -> tuple[int, int, str]:
@@ -429,10 +466,14 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 def _shell(args: argparse.Namespace) -> int:
     err = sys.stderr
+
+    def warn(line: str) -> None:
+        print(f"warning: {line}", file=err)
+
     if args.snapshot is not None:
-        image = load_snapshot(args.snapshot)
+        image = load_snapshot_file(args.snapshot, warn)
     else:
-        image = load_directory(args.directory, lambda line: print(f"warning: {line}", file=err))
+        image = load_directory(args.directory, warn)
     shell = Shell(image, sys.stdout, err)
     if args.command:
         shell.run(list(args.command))

@@ -16,7 +16,7 @@ from kraft.metadata.image import (
     ProducerIdsImage,
     TopicImage,
 )
-from kraft.metadata.loader import MetadataLoader, Publisher
+from kraft.metadata.loader import MetadataBatchLoader, MetadataLoader, Publisher
 from kraft.metadata.records import (
     METADATA_VERSION,
     METADATA_VERSION_NAME,
@@ -51,6 +51,7 @@ __all__ = [
     "BrokerRegistration",
     "FeaturesImage",
     "MetadataDelta",
+    "MetadataBatchLoader",
     "MetadataImage",
     "MetadataLoader",
     "MetadataProvenance",

@@ -15,14 +15,19 @@ from kraft.common.uuids import uuid_to_text
 from kraft.metadata.delta import MetadataDelta
 from kraft.metadata.image import MetadataImage, MetadataProvenance
 from kraft.metadata.records import (
+    AbortTransactionRecord,
+    BeginTransactionRecord,
     BrokerEndpoint,
+    ClientQuotaRecord,
     ConfigRecord,
+    EntityData,
     FeatureLevelRecord,
     MetadataRecord,
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
     TopicRecord,
+    UserScramCredentialRecord,
     at_latest_version,
 )
 from kraft.metadata.serde import MetadataRecordSerde
@@ -61,6 +66,13 @@ RECORDS: list[MetadataRecord] = [
     ConfigRecord(resource_type=2, resource_name="orders", name="retention.ms", value="60000"),
     ConfigRecord(resource_type=4, resource_name="", name="log.retention.hours", value="1"),
     ProducerIdsRecord(broker_id=1, broker_epoch=7, next_producer_id=5000),
+    # Areas kraft's controller does not write, as a Kafka log may hold them.
+    ClientQuotaRecord(
+        entity=(EntityData(entity_type="user", entity_name="alice"),),
+        key="producer_byte_rate",
+        value=1024.0,
+    ),
+    UserScramCredentialRecord(name="alice", mechanism=2, iterations=8192),
 ]
 
 
@@ -98,9 +110,8 @@ def snapshot(tmp_path: Path) -> Path:
 def test_ls_lists_the_image_and_partitions_in_number_order(capsys, snapshot: Path) -> None:
     code, out, _ = shell(capsys, "--snapshot", str(snapshot), "ls", "/")
     assert code == 0
-    assert out.split() == sorted(
-        ["brokers", "configs", "features", "producerIds", "provenance", "topics"]
-    )
+    areas = "acls brokers clientQuotas configs controllers delegationTokens features"
+    assert out.split() == [*areas.split(), "producerIds", "provenance", "scram", "topics"]
     code, out, _ = shell(capsys, "--snapshot", str(snapshot), "ls", "/topics/orders")
     assert out.split() == [str(i) for i in range(12)] + ["id", "name"]
 
@@ -118,6 +129,8 @@ def test_cat_prints_a_partition_a_broker_a_config_and_features(capsys, snapshot:
         "/features/metadata.version",
         "/producerIds/nextProducerId",
         "/topics/orders/id",
+        "/clientQuotas/user=alice/producer_byte_rate",
+        "/scram/SCRAM-SHA-512/alice",
     )
     assert (code, err) == (0, "")
     lines = out.splitlines()
@@ -134,7 +147,8 @@ def test_cat_prints_a_partition_a_broker_a_config_and_features(capsys, snapshot:
         "r1",
         uuid_to_text(uuid.UUID(int=9)),
     )
-    assert lines[2:] == ["60000", "1", "21", "5000", uuid_to_text(ORDERS)]
+    assert lines[2:8] == ["60000", "1", "21", "5000", uuid_to_text(ORDERS), "1024.0"]
+    assert json.loads(lines[8])["iterations"] == 8192
 
 
 def test_commands_from_stdin_with_cd_globs_find_and_tree(capsys, snapshot: Path) -> None:
@@ -196,6 +210,20 @@ def test_a_directory_is_its_latest_snapshot_then_the_log_after_it(capsys, tmp_pa
     segment = encode_batch(0, 2, values[:covered], timestamp_ms=T0) + encode_batch(
         covered, 3, values[covered:], timestamp_ms=T0 + 5
     )
+    # Then an aborted transaction, and one that the log ends in: neither shows.
+    aborted: list[MetadataRecord] = [
+        BeginTransactionRecord(),
+        TopicRecord(name="aborted", topic_id=uuid.UUID(int=0x88)),
+        AbortTransactionRecord(),
+        BeginTransactionRecord(),
+        TopicRecord(name="unfinished", topic_id=uuid.UUID(int=0x99)),
+    ]
+    segment += encode_batch(
+        len(values),
+        3,
+        [SERDE.encode(at_latest_version(record)) for record in aborted],
+        timestamp_ms=T0 + 9,
+    )
     (log_dir / f"{0:020d}.log").write_bytes(segment + b"\x00\x01")  # and a torn tail
     code, out, err = shell(
         capsys,
@@ -207,7 +235,7 @@ def test_a_directory_is_its_latest_snapshot_then_the_log_after_it(capsys, tmp_pa
     lines = out.splitlines()
     assert lines[:2] == ["later", "orders"]
     assert json.loads(lines[2])["leader"] == 2
-    assert lines[3:] == [str(covered + 1), "3"]
+    assert lines[3:] == [str(len(values) + 2), "3"]  # up to the Abort
     assert "warning:" in err and "stopped reading" in err
 
 

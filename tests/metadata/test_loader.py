@@ -14,7 +14,10 @@ from kraft.metadata.delta import MetadataDelta
 from kraft.metadata.image import MetadataImage, MetadataProvenance
 from kraft.metadata.loader import MetadataLoader
 from kraft.metadata.records import (
+    AbortTransactionRecord,
     ApiMessageAndVersion,
+    BeginTransactionRecord,
+    EndTransactionRecord,
     FeatureLevelRecord,
     MetadataRecord,
     NoOpRecord,
@@ -242,3 +245,35 @@ def test_a_loader_on_a_restarted_node_starts_from_the_latest_snapshot() -> None:
     client.register(restarted)
     assert cluster.run_until(lambda: restarted.image == loaders[leader].image, 10_000)
     assert snapshots[0] == snapshot_id.offset - 1  # the snapshot came first
+
+
+def test_a_transaction_is_published_whole_once_it_ends() -> None:
+    """Kafka's MetadataBatchLoader: the records before a BeginTransactionRecord make an image of
+    their own; nothing is published while the transaction is open, even across commits."""
+    cluster, loaders = cluster_with_loaders(NEVER)
+    loader = loaders[1]
+    published: list[tuple[int, list[str]]] = []
+    loader.add_publisher(
+        lambda delta, image: published.append((image.provenance.offset, sorted(image.topics)))
+    )
+    assert published == [(0, [])]  # the image when it was added
+    last = commit(cluster, [*topic("before"), BeginTransactionRecord(), *topic("in", 2)])
+    assert published[1:] == [(last - 4, ["before"])]  # up to the record before the Begin
+    assert list(loader.image.topics) == ["before"]
+    end = commit(cluster, [*topic("still"), EndTransactionRecord()])
+    assert published[2:] == [(end, ["before", "in", "still"])]
+    assert loader.replay_errors == 0
+
+
+def test_an_aborted_transaction_changes_nothing_but_the_offset() -> None:
+    cluster, loaders = cluster_with_loaders(NEVER)
+    loader = loaders[1]
+    commit(cluster, topic("kept"))
+    before = loader.image
+    end = commit(cluster, [BeginTransactionRecord(), *topic("dropped"), AbortTransactionRecord()])
+    assert loader.image == before.with_provenance(loader.image.provenance)
+    assert loader.image.provenance.offset == end
+    # Misplaced markers are skipped like any record that does not fit.
+    commit(cluster, [EndTransactionRecord(), AbortTransactionRecord(), *topic("after")])
+    assert loader.replay_errors == 2
+    assert sorted(loader.image.topics) == ["after", "kept"]
