@@ -7,7 +7,11 @@ for every batch, and a bad one does not stop the dump. What does stop the scan o
 tail that cannot be a batch (a length past the end of the file, a bad magic byte): there is no
 way to find the next batch after it, so the dump says where it stopped and how many bytes it
 could not read. With ``--records`` every record is shown, control records decoded
-(``kraft.record.control``). The scan reads the files itself; it does not use the log
+(``kraft.record.control``); with ``--metadata`` (Kafka's ``--cluster-metadata-decoder``) every
+record too, and each data record's value decoded as a metadata record
+(``kraft.metadata.codec``) and shown as Kafka's decoder shows it: ``{"type":
+"PARTITION_RECORD", "version": 1, "data": {...}}`` with Kafka's field names and uuids in Kafka's
+text form. The scan reads the files itself; it does not use the log
 implementation, so it can look at a directory that a running node would refuse.
 
 Snapshot files (``<offset>-<epoch>.checkpoint``, KIP-630) hold batches too and are dumped the
@@ -24,17 +28,22 @@ two views of them.
 from __future__ import annotations
 
 import argparse
+import base64
 import os
 import struct
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
 import msgspec
 
+from kraft.common.uuids import uuid_to_text
 from kraft.errors import CorruptRecordError, LogDirectoryError, StorageError
 from kraft.log.meta_properties import CLUSTER_METADATA_DIR
+from kraft.metadata.codec import decode_record
+from kraft.metadata.records import ApiMessageAndVersion
 from kraft.record import LOG_OVERHEAD, RecordBatch, read_batch
 from kraft.record.control import ControlMessage, ControlRecordType, decode_control_value
 from kraft.record.serde import BytesSerde
@@ -54,6 +63,7 @@ __all__ = [
     "control_type_name",
     "find_segments",
     "is_snapshot_file",
+    "metadata_payload",
     "register",
     "scan_file",
     "scan_segment",
@@ -97,6 +107,46 @@ def _decode_control(key: bytes | None, value: bytes | None) -> ControlMessage | 
         return "a control record with a null or short key, or a null value"
     try:
         return decode_control_value(kind, value)
+    except CorruptRecordError as exc:
+        return str(exc)
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, msgspec.Struct):
+        return {
+            _camel_case(name): _json_value(getattr(value, name)) for name in value.__struct_fields__
+        }
+    if isinstance(value, tuple):
+        return [_json_value(item) for item in value]
+    if isinstance(value, uuid.UUID):
+        return uuid_to_text(value)
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    return value
+
+
+def _camel_case(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+def metadata_payload(record: ApiMessageAndVersion) -> dict[str, Any]:
+    """``record`` as Kafka's ``MetadataRecordSerde`` decoder prints it: the record type's name
+    (``PARTITION_RECORD``), its version, and its fields under Kafka's JSON names (camelCase),
+    uuids in Kafka's text form, bytes in base64."""
+    return {
+        "type": f"{record.message.api_key.name}_RECORD",
+        "version": record.version,
+        "data": _json_value(record.message),
+    }
+
+
+def _decode_metadata(value: bytes | None) -> dict[str, Any] | str:
+    """The metadata record in a data record's value, or why it cannot be decoded."""
+    if value is None:
+        return "a metadata record with a null value"
+    try:
+        return metadata_payload(decode_record(value))
     except CorruptRecordError as exc:
         return str(exc)
 
@@ -152,7 +202,8 @@ class RecordEvent(msgspec.Struct, tag="record", tag_field="type"):
     """One record of the batch before it (``--records``). Bytes are base64 in JSON.
 
     A control record carries its type name and its decoded message (``control``), or why the
-    message cannot be decoded (``control_error``).
+    message cannot be decoded (``control_error``); with ``--metadata`` a data record carries
+    its metadata record (``metadata``) or why it cannot be decoded (``metadata_error``).
     """
 
     offset: int
@@ -163,6 +214,10 @@ class RecordEvent(msgspec.Struct, tag="record", tag_field="type"):
     control_type: str | None = None
     control: ControlMessage | None = None
     control_error: str | None = None
+    #: With ``--metadata``, a data record's value decoded (:func:`metadata_payload`), or why
+    #: it cannot be decoded (``metadata_error``).
+    metadata: dict[str, Any] | None = None
+    metadata_error: str | None = None
 
 
 class TailEvent(msgspec.Struct, tag="error", tag_field="type"):
@@ -213,7 +268,9 @@ def find_segments(path: Path) -> list[Path]:
     )
 
 
-def _batch_event(path: str, batch: RecordBatch, with_records: bool) -> list[DumpEvent]:
+def _batch_event(
+    path: str, batch: RecordBatch, with_records: bool, metadata: bool
+) -> list[DumpEvent]:
     compression = batch.compression
     event = BatchEvent(
         path=path,
@@ -236,6 +293,7 @@ def _batch_event(path: str, batch: RecordBatch, with_records: bool) -> list[Dump
         base_timestamp_ms=batch.base_timestamp,
         max_timestamp_ms=batch.max_timestamp,
     )
+    with_records = with_records or metadata
     if not (with_records or batch.is_control):
         return [event]
     try:
@@ -256,12 +314,22 @@ def _batch_event(path: str, batch: RecordBatch, with_records: bool) -> list[Dump
                     record.control_error = decoded
                 else:
                     record.control = decoded
+            elif metadata:
+                payload = _decode_metadata(r.value)
+                if isinstance(payload, str):
+                    record.metadata_error = payload
+                else:
+                    record.metadata = payload
             events.append(record)
     return events
 
 
-def scan_segment(path: Path, *, with_records: bool = False) -> Iterator[DumpEvent]:
+def scan_segment(
+    path: Path, *, with_records: bool = False, metadata: bool = False
+) -> Iterator[DumpEvent]:
     """The events of one segment file, batch by batch, ending at its end or at a bad tail.
+    ``with_records`` adds every record; ``metadata`` too, with data record values decoded as
+    metadata records.
 
     ``StorageError`` if the file cannot be opened or read.
     """
@@ -284,7 +352,7 @@ def scan_segment(path: Path, *, with_records: bool = False) -> Iterator[DumpEven
                 except CorruptRecordError as exc:
                     yield TailEvent(name, position, size - position, str(exc))
                     return
-                yield from _batch_event(name, batch, with_records)
+                yield from _batch_event(name, batch, with_records, metadata)
                 position += batch.size_in_bytes
                 f.seek(position)
     except OSError as exc:
@@ -304,20 +372,24 @@ def _snapshot_event(path: Path) -> SnapshotEvent:
         )
 
 
-def scan_snapshot(path: Path, *, with_records: bool = False) -> Iterator[DumpEvent]:
+def scan_snapshot(
+    path: Path, *, with_records: bool = False, metadata: bool = False
+) -> Iterator[DumpEvent]:
     """The events of one snapshot file: the file, the snapshot (id, header timestamp,
     validity), then its batches as :func:`scan_segment` shows them."""
-    events = scan_segment(path, with_records=with_records)
+    events = scan_segment(path, with_records=with_records, metadata=metadata)
     yield next(events)  # the FileEvent: the file exists and is readable
     yield _snapshot_event(path)
     yield from events
 
 
-def scan_file(path: Path, *, with_records: bool = False) -> Iterator[DumpEvent]:
+def scan_file(
+    path: Path, *, with_records: bool = False, metadata: bool = False
+) -> Iterator[DumpEvent]:
     """:func:`scan_snapshot` for a ``*.checkpoint`` file, else :func:`scan_segment`."""
     if is_snapshot_file(path):
-        return scan_snapshot(path, with_records=with_records)
-    return scan_segment(path, with_records=with_records)
+        return scan_snapshot(path, with_records=with_records, metadata=metadata)
+    return scan_segment(path, with_records=with_records, metadata=metadata)
 
 
 # -- rendering ---------------------------------------------------------------------------------
@@ -376,7 +448,12 @@ def _render_record(event: RecordEvent) -> str:
     )
     if event.control_type is not None:
         text += f" controlType: {event.control_type}"
-    text += f" key: {event.key!r} value: {event.value!r}"
+    if event.metadata is not None:
+        text += f" payload: {_JSON.encode(event.metadata).decode('utf-8')}"
+    else:
+        text += f" key: {event.key!r} value: {event.value!r}"
+    if event.metadata_error is not None:
+        text += f" payload: undecodable ({event.metadata_error})"
     if event.control is not None:
         text += f" control: {event.control!r}"
     if event.control_error is not None:
@@ -429,7 +506,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
             "byte position, whether the CRC holds, control record types; for a snapshot, its "
             "id, last contained log timestamp and validity. The exit code is 1 if a batch has "
             "a bad CRC, its records cannot be decoded, a file ends in bytes that are not a "
-            "batch, or a snapshot is not valid."
+            "batch, a snapshot is not valid, or (--metadata) a record is not a metadata record."
         ),
     )
     dump.add_argument(
@@ -443,6 +520,14 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         action="store_true",
         help="print every record too (key and value as Python bytes, or base64 in JSON)",
     )
+    dump.add_argument(
+        "--metadata",
+        action="store_true",
+        help=(
+            "print every record, each data record decoded as a metadata record of "
+            "__cluster_metadata (Kafka's --cluster-metadata-decoder)"
+        ),
+    )
     dump.add_argument("--json", action="store_true", help="print JSON Lines, one event a line")
     dump.set_defaults(handler=_dump)
 
@@ -452,7 +537,7 @@ def _dump(args: argparse.Namespace) -> int:
     problems: list[str] = []
     out = sys.stdout
     for segment in find_segments(args.path):
-        for event in scan_file(segment, with_records=args.records):
+        for event in scan_file(segment, with_records=args.records, metadata=args.metadata):
             out.write(render(event) + "\n")
             if isinstance(event, BatchEvent):
                 if not event.crc_valid:
@@ -462,6 +547,11 @@ def _dump(args: argparse.Namespace) -> int:
                     )
                 if event.records_error is not None:
                     problems.append(f"{event.path}: {event.records_error}")
+            elif isinstance(event, RecordEvent) and event.metadata_error is not None:
+                problems.append(
+                    f"the record at offset {event.offset} is not a metadata record: "
+                    f"{event.metadata_error}"
+                )
             elif isinstance(event, SnapshotEvent) and event.problem is not None:
                 problems.append(f"{event.path}: not a valid snapshot: {event.problem}")
             elif isinstance(event, TailEvent):

@@ -23,13 +23,22 @@ from collections.abc import Callable, Sequence
 from importlib import metadata
 from types import ModuleType
 
-from kraft.cli import analyze, features, log_dump, node, quorum, sim, storage
+from kraft.cli import analyze, features, log_dump, metadata_shell, node, quorum, sim, storage
 from kraft.errors import KraftError
 
 __all__ = ["COMMAND_GROUPS", "build_parser", "main"]
 
 #: The modules that contribute commands, in the order ``kraft --help`` lists them.
-COMMAND_GROUPS: tuple[ModuleType, ...] = (storage, node, quorum, features, log_dump, sim, analyze)
+COMMAND_GROUPS: tuple[ModuleType, ...] = (
+    storage,
+    node,
+    quorum,
+    features,
+    log_dump,
+    metadata_shell,
+    sim,
+    analyze,
+)
 
 Handler = Callable[[argparse.Namespace], int]
 

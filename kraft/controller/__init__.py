@@ -3,6 +3,7 @@ that turn requests into metadata records, and the ``QuorumController`` that appe
 claimed epoch and completes each write when its offset commits.
 """
 
+from kraft.controller.brokers_to_isrs import BrokersToIsrs, TopicIdPartition
 from kraft.controller.cluster_control import BrokerRegistrationReply, ClusterControlManager
 from kraft.controller.configs import (
     ConfigResource,
@@ -17,7 +18,14 @@ from kraft.controller.heartbeats import (
     BrokerHeartbeatManager,
     UsableBroker,
 )
+from kraft.controller.partition_change import Election, PartitionChangeBuilder
+from kraft.controller.placement import InvalidReplicationFactorError, StripedReplicaPlacer
 from kraft.controller.producer_ids import ProducerIdControlManager, ProducerIdsBlock
+from kraft.controller.replication import (
+    BrokerHeartbeatReply,
+    ReplicationControlManager,
+    TopicControlInfo,
+)
 from kraft.controller.result import ApiError, ControllerApiError, ControllerResult
 
 __all__ = [
@@ -38,4 +46,13 @@ __all__ = [
     "ProducerIdsBlock",
     "UpgradeType",
     "UsableBroker",
+    "BrokerHeartbeatReply",
+    "BrokersToIsrs",
+    "Election",
+    "InvalidReplicationFactorError",
+    "PartitionChangeBuilder",
+    "ReplicationControlManager",
+    "StripedReplicaPlacer",
+    "TopicControlInfo",
+    "TopicIdPartition",
 ]

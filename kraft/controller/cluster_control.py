@@ -28,8 +28,7 @@ from kraft.controller.heartbeats import (
 )
 from kraft.controller.result import ControllerApiError, ControllerResult
 from kraft.errors import IllegalStateError
-from kraft.metadata.delta import MetadataReplayError
-from kraft.metadata.image import METADATA_VERSION_FEATURE, BrokerRegistration
+from kraft.metadata.image import METADATA_VERSION_FEATURE, BrokerRegistration, MetadataReplayError
 from kraft.metadata.records import (
     ApiMessageAndVersion,
     BrokerEndpoint,

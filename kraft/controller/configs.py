@@ -127,7 +127,7 @@ class ConfigurationControlManager:
                 records.extend(self._alter(resource, ops, newly_created_resource))
                 results[resource] = ApiError.NONE
             except ControllerApiError as exc:
-                _log.info("refused config change of %s: %s", resource, exc)
+                _log.debug("refused config change of %s: %s", resource, exc)
                 results[resource] = exc.api_error
         return ControllerResult([] if validate_only else records, results, is_atomic=True)
 

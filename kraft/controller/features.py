@@ -15,8 +15,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 
 from kraft.controller.result import ApiError, ControllerResult
-from kraft.metadata.delta import MetadataReplayError
-from kraft.metadata.image import METADATA_VERSION_FEATURE
+from kraft.metadata.image import METADATA_VERSION_FEATURE, MetadataReplayError
 from kraft.metadata.records import (
     METADATA_VERSION,
     ApiMessageAndVersion,
@@ -122,7 +121,7 @@ class FeatureControlManager:
             reason = self._refusal(name, level, upgrade_type)
             if reason is not None:
                 message = f"Invalid update version {level} for feature {name}. {reason}"
-                _log.warning("%s", message)
+                _log.debug("%s", message)  # the response carries it to the caller
                 return ControllerResult([], ApiError(Errors.INVALID_UPDATE_VERSION, message))
             records.append(at_latest_version(FeatureLevelRecord(name=name, feature_level=level)))
         return ControllerResult([] if validate_only else records, ApiError.NONE, is_atomic=True)

@@ -14,7 +14,7 @@ from typing import Final
 from kraft.common.limits import INT64_MAX
 from kraft.controller.cluster_control import ClusterControlManager
 from kraft.controller.result import ControllerApiError, ControllerResult
-from kraft.metadata.delta import MetadataReplayError
+from kraft.metadata.image import MetadataReplayError
 from kraft.metadata.records import ProducerIdsRecord, at_latest_version
 from kraft.metadata.timeline import LATEST, SnapshotRegistry, TimelineInteger
 from kraft.protocol.errors import Errors

@@ -5,6 +5,18 @@ offset and reverted, and the immutable ``MetadataImage`` built from ``MetadataDe
 """
 
 from kraft.metadata.codec import decode_record, encode_record
+from kraft.metadata.delta import MetadataDelta
+from kraft.metadata.image import (
+    BrokerRegistration,
+    FeaturesImage,
+    MetadataImage,
+    MetadataProvenance,
+    MetadataReplayError,
+    PartitionRegistration,
+    ProducerIdsImage,
+    TopicImage,
+)
+from kraft.metadata.loader import MetadataBatchLoader, MetadataLoader, Publisher
 from kraft.metadata.records import (
     METADATA_VERSION,
     METADATA_VERSION_NAME,
@@ -36,6 +48,18 @@ __all__ = [
     "METADATA_VERSION",
     "METADATA_VERSION_NAME",
     "ApiMessageAndVersion",
+    "BrokerRegistration",
+    "FeaturesImage",
+    "MetadataDelta",
+    "MetadataBatchLoader",
+    "MetadataImage",
+    "MetadataLoader",
+    "MetadataProvenance",
+    "MetadataReplayError",
+    "PartitionRegistration",
+    "ProducerIdsImage",
+    "Publisher",
+    "TopicImage",
     "MetadataRecord",
     "MetadataRecordSerde",
     "MetadataRecordType",

@@ -1,20 +1,10 @@
 """Metadata records to bytes and back, byte for byte as Kafka writes them.
 
-A metadata record value is Kafka's ``AbstractApiMessageSerde`` framing followed by the record
-in Kafka's generated serialization for flexible versions (every metadata schema is
-``"flexibleVersions": "0+"``):
-
-- framing: unsigned varint frame version (always 1; Kafka refuses 0, the 2.8 preview's), unsigned
-  varint api key (:class:`~kraft.metadata.records.MetadataRecordType`), unsigned varint record
-  version;
-- then the fields present in that version, in schema order: ``int8``/``int16``/``int32``/
-  ``int64``/``uint16``/``float64`` fixed-width big-endian; ``bool`` one byte; ``uuid`` 16 bytes;
-  ``string`` and ``bytes`` *compact* (unsigned varint ``length + 1``, 0 for null); ``[]T``
-  *compact arrays* (unsigned varint ``count + 1``, 0 for null);
-- every struct (the record, each array element) ends with its tagged fields: unsigned varint
-  count, then per field in tag order ``uvarint tag, uvarint size, value``. A tagged field is
-  written only when it differs from its default, as Kafka's generated ``write`` does; tags this
-  codec does not know are skipped when reading.
+A metadata record value is Kafka's ``AbstractApiMessageSerde`` framing -- unsigned varint frame
+version (always 1; Kafka refuses 0, the 2.8 preview's), unsigned varint api key
+(:class:`~kraft.metadata.records.MetadataRecordType`), unsigned varint record version --
+followed by the record in Kafka's flexible-version encoding (every metadata schema is
+``"flexibleVersions": "0+"``), which ``kraft.metadata.flexible`` implements.
 
 Encoding a record at a version without one of its fields requires that field to be at its
 default, as Kafka's generated code requires ("Attempted to write a non-default ... at version"):
@@ -28,15 +18,27 @@ themselves, so that a table that drifts from Kafka's schema fails a test.
 
 from __future__ import annotations
 
-import struct
-import uuid
-from collections.abc import Callable, Sequence
-from typing import Any, Final, NamedTuple
-
-import msgspec
+from typing import Final
 
 from kraft.errors import CorruptRecordError, MetadataRecordError
 from kraft.metadata import records as r
+from kraft.metadata.flexible import (
+    BOOL,
+    BYTES,
+    FLOAT64,
+    INT8,
+    INT16,
+    INT32,
+    INT64,
+    STRING,
+    UINT16,
+    UUID,
+    DecodeError,
+    Field,
+    Plan,
+    array,
+    nested,
+)
 from kraft.metadata.records import ApiMessageAndVersion, MetadataRecord, MetadataRecordType
 from kraft.record.varint import read_uvarint, uvarint_bytes
 
@@ -45,352 +47,7 @@ __all__ = ["FRAME_VERSION", "decode_record", "encode_record", "valid_versions"]
 #: Kafka's ``AbstractApiMessageSerde.DEFAULT_FRAME_VERSION``.
 FRAME_VERSION: Final = 1
 
-_MAX_STRING_BYTES: Final = 0x7FFF  # Kafka's limit for a string field, on write and on read
-_MAX_SHORT: Final = 0x7FFF  # api keys and versions are int16 in Kafka
-
-_Writer = Callable[[bytearray, Any], None]
-_Reader = Callable[[Any, int], tuple[Any, int]]  # (buffer, position) -> (value, next position)
-
-
-class _DecodeError(Exception):
-    """A decoding failure inside a record; ``path`` grows as it leaves nested structs."""
-
-    def __init__(self, reason: str, position: int, path: list[str]) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.position = position
-        self.path = path
-
-
-def _uvarint(buf: Any, pos: int) -> tuple[int, int]:
-    # One-byte fast path: lengths and counts in metadata records are almost always < 128.
-    b = buf[pos]
-    if b < 0x80:
-        return b, pos + 1
-    return read_uvarint(buf, pos)
-
-
-class _Type:
-    """How one schema type is written and read, non-nullable and nullable."""
-
-    __slots__ = ("name", "read", "read_nullable", "write", "write_nullable")
-
-    def __init__(
-        self,
-        name: str,
-        write: _Writer,
-        read: _Reader,
-        write_nullable: _Writer | None = None,
-        read_nullable: _Reader | None = None,
-    ) -> None:
-        self.name = name
-        self.write = write
-        self.read = read
-        self.write_nullable = write_nullable
-        self.read_nullable = read_nullable
-
-
-def _fixed(name: str, fmt: str) -> _Type:
-    codec = struct.Struct(fmt)
-    pack, unpack_from, size = codec.pack, codec.unpack_from, codec.size
-
-    def write(out: bytearray, value: Any) -> None:
-        try:
-            out += pack(value)
-        except struct.error as exc:
-            raise ValueError(f"{value!r} is not a valid {name}") from exc
-
-    def read(buf: Any, pos: int) -> tuple[Any, int]:
-        return unpack_from(buf, pos)[0], pos + size
-
-    return _Type(name, write, read)
-
-
-def _write_bool(out: bytearray, value: Any) -> None:
-    out.append(1 if value else 0)
-
-
-def _read_bool(buf: Any, pos: int) -> tuple[bool, int]:
-    return buf[pos] != 0, pos + 1
-
-
-def _write_uuid(out: bytearray, value: Any) -> None:
-    if not isinstance(value, uuid.UUID):
-        raise TypeError(f"{value!r} is not a uuid.UUID")
-    out += value.bytes
-
-
-def _take(buf: Any, pos: int, n: int, what: str) -> Any:
-    end = pos + n
-    if end > len(buf):
-        raise _DecodeError(f"{what} of {n} bytes runs past the end of the value", pos, [])
-    return buf[pos:end]
-
-
-# msgspec builds a UUID from MessagePack's bin 16 several times faster than uuid.UUID(bytes=...)
-# does; snapshots of large images hold hundreds of thousands of uuids.
-_UUID_FROM_BIN16: Final = msgspec.msgpack.Decoder(uuid.UUID).decode
-_BIN16: Final = b"\xc4\x10"
-
-
-def _read_uuid(buf: Any, pos: int) -> tuple[uuid.UUID, int]:
-    end = pos + 16
-    if end > len(buf):
-        raise _DecodeError("uuid of 16 bytes runs past the end of the value", pos, [])
-    return _UUID_FROM_BIN16(_BIN16 + buf[pos:end]), end
-
-
-def _write_length(out: bytearray, value: Any, nullable: bool) -> bool:
-    """Write a compact length (``len + 1``, 0 for null); True when there is a value to follow."""
-    if value is None:
-        if not nullable:
-            raise ValueError("null in a non-nullable field")
-        out.append(0)
-        return False
-    out += uvarint_bytes(len(value) + 1)
-    return True
-
-
-def _read_length(buf: Any, pos: int, nullable: bool) -> tuple[int, int]:
-    """Read a compact length: -1 for null, which only a nullable field may hold."""
-    length, pos = _uvarint(buf, pos)
-    if length == 0 and not nullable:
-        raise _DecodeError("null in a non-nullable field", pos - 1, [])
-    return length - 1, pos
-
-
-def _string_type() -> _Type:
-    def write(out: bytearray, value: Any, nullable: bool = False) -> None:
-        if value is not None:
-            value = value.encode("utf-8")
-            if len(value) > _MAX_STRING_BYTES:
-                raise ValueError(f"string of {len(value)} bytes, more than {_MAX_STRING_BYTES}")
-        if _write_length(out, value, nullable):
-            out += value
-
-    def read(buf: Any, pos: int, nullable: bool = False) -> tuple[str | None, int]:
-        start = pos
-        length, pos = _read_length(buf, pos, nullable)
-        if length < 0:
-            return None, pos
-        if length > _MAX_STRING_BYTES:
-            raise _DecodeError(f"string of invalid length {length}", start, [])
-        try:
-            return str(_take(buf, pos, length, "string"), "utf-8"), pos + length
-        except UnicodeDecodeError:
-            raise _DecodeError("string is not UTF-8", pos, []) from None
-
-    return _Type(
-        "string",
-        write,
-        read,
-        lambda out, v: write(out, v, True),
-        lambda buf, pos: read(buf, pos, True),
-    )
-
-
-def _write_bytes(out: bytearray, value: Any) -> None:
-    if _write_length(out, value, False):
-        out += value
-
-
-def _read_bytes(buf: Any, pos: int) -> tuple[bytes, int]:
-    length, pos = _read_length(buf, pos, False)
-    return bytes(_take(buf, pos, length, "bytes")), pos + length
-
-
-INT8: Final = _fixed("int8", ">b")
-INT16: Final = _fixed("int16", ">h")
-INT32: Final = _fixed("int32", ">i")
-INT64: Final = _fixed("int64", ">q")
-UINT16: Final = _fixed("uint16", ">H")
-FLOAT64: Final = _fixed("float64", ">d")
-BOOL: Final = _Type("bool", _write_bool, _read_bool)
-UUID: Final = _Type("uuid", _write_uuid, _read_uuid)
-STRING: Final = _string_type()
-BYTES: Final = _Type("bytes", _write_bytes, _read_bytes)
-
-
-def _array(element: _Type) -> _Type:
-    write_element, read_element = element.write, element.read
-
-    def write(out: bytearray, value: Any, nullable: bool = False) -> None:
-        if isinstance(value, (str, bytes)):  # iterable, but never a list of elements
-            raise TypeError(f"{value!r} is not a sequence of {element.name}")
-        if _write_length(out, value, nullable):
-            for item in value:
-                write_element(out, item)
-
-    def read(buf: Any, pos: int, nullable: bool = False) -> tuple[tuple[Any, ...] | None, int]:
-        start = pos
-        count, pos = _read_length(buf, pos, nullable)
-        if count < 0:
-            return None, pos
-        # As Kafka: every element takes at least one byte, so a larger count is corrupt (and
-        # would otherwise have us allocate or loop for a long time before failing).
-        if count > len(buf) - pos:
-            raise _DecodeError(f"array of {count} elements in {len(buf) - pos} bytes", start, [])
-        if element is INT32:
-            end = pos + 4 * count
-            if end > len(buf):
-                raise _DecodeError(
-                    f"array of {count} int32 runs past the end of the value", start, []
-                )
-            return struct.unpack_from(f">{count}i", buf, pos), end
-        items = []
-        for index in range(count):
-            try:
-                item, pos = read_element(buf, pos)
-            except _DecodeError as exc:
-                exc.path.insert(0, f"[{index}]")
-                raise
-            items.append(item)
-        return tuple(items), pos
-
-    return _Type(
-        f"[]{element.name}",
-        write,
-        read,
-        lambda out, v: write(out, v, True),
-        lambda buf, pos: read(buf, pos, True),
-    )
-
-
-class _Field(NamedTuple):
-    """One field of a schema: present from version ``since``; nullable from ``nullable``;
-    tagged (in every version it is present in, as in every metadata schema) when ``tag`` is
-    set. ``default`` comes from the struct, Kafka's default."""
-
-    attr: str
-    type: _Type
-    since: int = 0
-    nullable: int | None = None
-    tag: int | None = None
-
-
-def _at_default(value: Any, default: Any) -> bool:
-    if isinstance(value, list):  # a list passed where the struct holds a tuple
-        value = tuple(value)
-    return bool(value == default)
-
-
-class _Plan:
-    """The fields of one struct at one version, ready to write and read."""
-
-    __slots__ = ("absent", "cls", "name", "regular", "tagged", "tagged_by_tag")
-
-    def __init__(self, cls: type[msgspec.Struct], fields: Sequence[_Field], version: int) -> None:
-        defaults = {
-            name: default
-            for name, default in zip(cls.__struct_fields__, _struct_defaults(cls), strict=True)
-        }
-        self.cls = cls
-        self.name = f"{cls.__name__} v{version}"
-        self.regular: list[tuple[str, _Writer, _Reader]] = []
-        self.tagged: list[tuple[int, str, _Writer, Any]] = []
-        self.tagged_by_tag: dict[int, tuple[str, _Reader]] = {}
-        self.absent: list[tuple[str, Any]] = []
-        for field in fields:
-            if version < field.since:
-                self.absent.append((field.attr, defaults[field.attr]))
-                continue
-            nullable = field.nullable is not None and version >= field.nullable
-            if nullable:
-                assert field.type.write_nullable and field.type.read_nullable
-                write, read = field.type.write_nullable, field.type.read_nullable
-            else:
-                write, read = field.type.write, field.type.read
-            if field.tag is None:
-                self.regular.append((field.attr, write, read))
-            else:
-                self.tagged.append((field.tag, field.attr, write, defaults[field.attr]))
-                self.tagged_by_tag[field.tag] = (field.attr, read)
-        self.tagged.sort(key=lambda entry: entry[0])
-
-    def write(self, out: bytearray, obj: Any) -> None:
-        for attr, default in self.absent:
-            if not _at_default(getattr(obj, attr), default):
-                raise ValueError(
-                    f"{self.name} has no field {attr}: it must be at its default {default!r}"
-                )
-        for attr, write, _ in self.regular:
-            try:
-                write(out, getattr(obj, attr))
-            except (ValueError, TypeError) as exc:
-                raise type(exc)(f"{self.name} {attr}: {exc}") from exc
-        tagged: list[tuple[int, bytearray]] = []
-        for tag, attr, write, default in self.tagged:
-            value = getattr(obj, attr)
-            if _at_default(value, default):
-                continue
-            value_bytes = bytearray()
-            try:
-                write(value_bytes, value)
-            except (ValueError, TypeError) as exc:
-                raise type(exc)(f"{self.name} {attr}: {exc}") from exc
-            tagged.append((tag, value_bytes))
-        out += uvarint_bytes(len(tagged))
-        for tag, value_bytes in tagged:
-            out += uvarint_bytes(tag)
-            out += uvarint_bytes(len(value_bytes))
-            out += value_bytes
-
-    def read(self, buf: Any, pos: int) -> tuple[Any, int]:
-        values: dict[str, Any] = {}
-        attr = "tagged fields"
-        start = pos
-        try:
-            for attr, _, read in self.regular:
-                start = pos
-                values[attr], pos = read(buf, pos)
-            attr = "tagged fields"
-            start = pos
-            count, pos = _uvarint(buf, pos)
-            for _ in range(count):
-                attr = "tagged fields"
-                start = pos
-                tag, pos = _uvarint(buf, pos)
-                size, pos = _uvarint(buf, pos)
-                end = pos + size
-                if end > len(buf):
-                    raise _DecodeError(
-                        f"tagged field {tag} of {size} bytes runs past the end", start, []
-                    )
-                known = self.tagged_by_tag.get(tag)
-                if known is not None:  # else a tag from a newer schema: skipped, as Kafka does
-                    attr, read = known
-                    start = pos
-                    values[attr], after = read(buf[:end], pos)
-                    if after != end:
-                        raise _DecodeError(
-                            f"tagged value of {size} bytes holds {after - pos}", pos, []
-                        )
-                pos = end
-        except _DecodeError as exc:
-            exc.path.insert(0, attr)
-            raise
-        except (struct.error, IndexError) as exc:
-            raise _DecodeError("truncated", start, [attr]) from exc
-        except CorruptRecordError as exc:  # a bad varint
-            raise _DecodeError(str(exc), start, [attr]) from exc
-        return self.cls(**values), pos
-
-
-def _struct_defaults(cls: type[msgspec.Struct]) -> list[Any]:
-    # msgspec keeps the defaults of the trailing fields only; with kw_only every field of
-    # these structs has one.
-    defaults = list(cls.__struct_defaults__)
-    assert len(defaults) == len(cls.__struct_fields__), cls
-    return defaults
-
-
-def _nested(cls: type[msgspec.Struct], fields: Sequence[_Field]) -> _Type:
-    """A struct-typed array element: its fields, then its own tagged fields (none known)."""
-    plan = _Plan(cls, fields, 0)
-    return _Type(cls.__name__, plan.write, plan.read)
-
-
-_F = _Field
+_F = Field
 
 # -- the schemas (Kafka's metadata/src/main/resources/common/metadata/*.json) -----------------
 
@@ -405,10 +62,10 @@ _FEATURE: Final = (
     _F("min_supported_version", INT16),
     _F("max_supported_version", INT16),
 )
-_INT32S: Final = _array(INT32)
-_UUIDS: Final = _array(UUID)
+_INT32S: Final = array(INT32)
+_UUIDS: Final = array(UUID)
 
-_SCHEMAS: Final[dict[type[msgspec.Struct], tuple[range, tuple[_Field, ...]]]] = {
+_SCHEMAS: Final[dict[type[MetadataRecord], tuple[range, tuple[Field, ...]]]] = {
     r.RegisterBrokerRecord: (
         range(4),
         (
@@ -416,8 +73,8 @@ _SCHEMAS: Final[dict[type[msgspec.Struct], tuple[range, tuple[_Field, ...]]]] = 
             _F("is_migrating_zk_broker", BOOL, since=2),
             _F("incarnation_id", UUID),
             _F("broker_epoch", INT64),
-            _F("end_points", _array(_nested(r.BrokerEndpoint, _ENDPOINT))),
-            _F("features", _array(_nested(r.BrokerFeature, _FEATURE))),
+            _F("end_points", array(nested(r.BrokerEndpoint, _ENDPOINT))),
+            _F("features", array(nested(r.BrokerFeature, _FEATURE))),
             _F("rack", STRING, nullable=0),
             _F("fenced", BOOL),
             _F("in_controlled_shutdown", BOOL, since=1),
@@ -490,7 +147,7 @@ _SCHEMAS: Final[dict[type[msgspec.Struct], tuple[range, tuple[_Field, ...]]]] = 
         (
             _F("owner", STRING),
             _F("requester", STRING),
-            _F("renewers", _array(STRING)),
+            _F("renewers", array(STRING)),
             _F("issue_timestamp", INT64),
             _F("max_timestamp", INT64),
             _F("expiration_timestamp", INT64),
@@ -514,8 +171,8 @@ _SCHEMAS: Final[dict[type[msgspec.Struct], tuple[range, tuple[_Field, ...]]]] = 
         (
             _F(
                 "entity",
-                _array(
-                    _nested(
+                array(
+                    nested(
                         r.EntityData,
                         (_F("entity_type", STRING), _F("entity_name", STRING, nullable=0)),
                     )
@@ -547,7 +204,7 @@ _SCHEMAS: Final[dict[type[msgspec.Struct], tuple[range, tuple[_Field, ...]]]] = 
     ),
     r.RemoveDelegationTokenRecord: (range(1), (_F("token_id", STRING),)),
     r.NoOpRecord: (range(1), ()),
-    r.ZkMigrationRecord: (range(1), (_F("zk_migration_state", INT8),)),
+    r.ZkMigrationStateRecord: (range(1), (_F("zk_migration_state", INT8),)),
     r.BeginTransactionRecord: (range(1), (_F("name", STRING, nullable=0, tag=0),)),
     r.EndTransactionRecord: (range(1), ()),
     r.AbortTransactionRecord: (range(1), (_F("reason", STRING, nullable=0, tag=0),)),
@@ -557,24 +214,22 @@ _SCHEMAS: Final[dict[type[msgspec.Struct], tuple[range, tuple[_Field, ...]]]] = 
             _F("controller_id", INT32),
             _F("incarnation_id", UUID),
             _F("zk_migration_ready", BOOL),
-            _F("end_points", _array(_nested(r.ControllerEndpoint, _ENDPOINT))),
-            _F("features", _array(_nested(r.ControllerFeature, _FEATURE))),
+            _F("end_points", array(nested(r.ControllerEndpoint, _ENDPOINT))),
+            _F("features", array(nested(r.ControllerFeature, _FEATURE))),
         ),
     ),
 }
 
 # (api key, version) -> the plan of that record at that version, and its framing bytes.
-_PLANS: Final[dict[tuple[int, int], tuple[_Plan, bytes]]] = {
-    (cls.api_key, version): (  # type: ignore[attr-defined]
-        _Plan(cls, fields, version),
-        uvarint_bytes(FRAME_VERSION)
-        + uvarint_bytes(cls.api_key)  # type: ignore[attr-defined]
-        + uvarint_bytes(version),
+_PLANS: Final[dict[tuple[int, int], tuple[Plan, bytes]]] = {
+    (cls.api_key, version): (
+        Plan(cls, fields, version),
+        uvarint_bytes(FRAME_VERSION) + uvarint_bytes(cls.api_key) + uvarint_bytes(version),
     )
     for cls, (versions, fields) in _SCHEMAS.items()
     for version in versions
 }
-_CLASSES: Final = {cls.api_key: cls for cls in _SCHEMAS}  # type: ignore[attr-defined]
+_CLASSES: Final[dict[int, type[MetadataRecord]]] = {cls.api_key: cls for cls in _SCHEMAS}
 assert set(_CLASSES) == set(MetadataRecordType)
 
 
@@ -609,10 +264,10 @@ def decode_record(data: bytes | memoryview) -> ApiMessageAndVersion:
     is not a metadata record kraft can read (the message names the record and the field)."""
     buf = data
     try:
-        frame, pos = _uvarint(buf, 0)
-        key, pos = _uvarint(buf, pos)
-        version, pos = _uvarint(buf, pos)
-    except (IndexError, CorruptRecordError):
+        frame, pos = read_uvarint(buf, 0)
+        key, pos = read_uvarint(buf, pos)
+        version, pos = read_uvarint(buf, pos)
+    except CorruptRecordError:
         raise MetadataRecordError("metadata record framing is truncated", position=0) from None
     if frame != FRAME_VERSION:
         raise MetadataRecordError(
@@ -621,14 +276,14 @@ def decode_record(data: bytes | memoryview) -> ApiMessageAndVersion:
         )
     entry = _PLANS.get((key, version))
     if entry is None:
-        cls = _CLASSES.get(key) if key <= _MAX_SHORT else None
+        cls = _CLASSES.get(key)
         if cls is None:
             raise MetadataRecordError(f"unknown metadata record type {key}", position=0)
         raise MetadataRecordError(f"unknown {cls.__name__} version {version}", position=0)
     plan = entry[0]
     try:
         message, pos = plan.read(buf, pos)
-    except _DecodeError as exc:
+    except DecodeError as exc:
         raise MetadataRecordError(
             f"bad {plan.name}: {'.'.join(exc.path).replace('.[', '[')}: {exc.reason}",
             position=exc.position,

@@ -7,11 +7,9 @@ touched (an unchanged topic is the same object in both images, and so are the fe
 brokers or the configs when no record changed them).
 
 A record that refers to something the image does not have (a partition of an unknown topic, a
-fence of a broker at another epoch) is a :class:`MetadataReplayError`, as Kafka's deltas throw:
-the log is not what the controller wrote. Records of areas kraft keeps no image of (ACLs,
-client quotas, SCRAM credentials, delegation tokens, controller registrations, the ZooKeeper
-migration state, the markers of metadata transactions) are counted in
-:attr:`MetadataDelta.skipped` and otherwise ignored: they change nothing the image holds.
+fence of a broker at another epoch) is a :class:`~kraft.metadata.image.MetadataReplayError`,
+as Kafka's deltas throw: the log is not what the controller wrote. The markers of metadata
+transactions (KIP-868) change nothing in an image; they only matter to a loader.
 """
 
 from __future__ import annotations
@@ -20,7 +18,6 @@ import uuid
 from collections.abc import Mapping
 from typing import TypeVar
 
-from kraft.errors import IllegalStateError
 from kraft.metadata.image import (
     METADATA_VERSION_FEATURE,
     BrokerRegistration,
@@ -28,14 +25,24 @@ from kraft.metadata.image import (
     FeaturesImage,
     MetadataImage,
     MetadataProvenance,
+    MetadataReplayError,
     PartitionRegistration,
     ProducerIdsImage,
+    QuotaEntity,
+    ScramKey,
     TopicImage,
+    quota_entity,
     read_only,
 )
 from kraft.metadata.records import (
+    AbortTransactionRecord,
+    AccessControlEntryRecord,
+    BeginTransactionRecord,
     BrokerRegistrationChangeRecord,
+    ClientQuotaRecord,
     ConfigRecord,
+    DelegationTokenRecord,
+    EndTransactionRecord,
     FeatureLevelRecord,
     FenceBrokerRecord,
     MetadataRecord,
@@ -44,13 +51,19 @@ from kraft.metadata.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RegisterControllerRecord,
+    RemoveAccessControlEntryRecord,
+    RemoveDelegationTokenRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
+    ZkMigrationStateRecord,
 )
 
-__all__ = ["TOPIC_RESOURCE", "MetadataDelta", "MetadataReplayError"]
+__all__ = ["TOPIC_RESOURCE", "MetadataDelta"]
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -63,10 +76,6 @@ _FENCING_CHANGE = {-1: False, 0: None, 1: True}
 #: ``BrokerRegistrationChangeRecord.in_controlled_shutdown``
 #: (``BrokerRegistrationInControlledShutdownChange``).
 _SHUTDOWN_CHANGE = {0: None, 1: True}
-
-
-class MetadataReplayError(IllegalStateError):
-    """A record that cannot apply to the image it is replayed over (see the module docstring)."""
 
 
 class _TopicChange:
@@ -88,7 +97,7 @@ class _TopicChange:
 
     def apply(self) -> TopicImage:
         if self.base is None:
-            partitions = self.partitions
+            partitions = dict(self.partitions)  # the delta may replay more records later
         else:
             partitions = dict(self.base.partitions)
             partitions.update(self.partitions)
@@ -101,15 +110,21 @@ class MetadataDelta:
     def __init__(self, image: MetadataImage) -> None:
         #: The image the records are replayed over.
         self.image = image
-        #: How many records of areas the image does not keep were ignored.
-        self.skipped = 0
         self._metadata_version: int | None = None
+        self._zk_migration_state: int | None = None
         self._features: dict[str, int | None] = {}
         self._brokers: dict[int, BrokerRegistration | None] = {}
         self._topics: dict[uuid.UUID, _TopicChange] = {}
+        #: The ids of the topics created in this delta, by name.
+        self._created: dict[str, uuid.UUID] = {}
         self._deleted_topics: dict[uuid.UUID, str] = {}
         self._configs: dict[ConfigResourceKey, dict[str, str | None]] = {}
         self._next_producer_id: int | None = None
+        self._controllers: dict[int, RegisterControllerRecord] = {}
+        self._client_quotas: dict[QuotaEntity, dict[str, float | None]] = {}
+        self._acls: dict[uuid.UUID, AccessControlEntryRecord | None] = {}
+        self._scram: dict[ScramKey, UserScramCredentialRecord | None] = {}
+        self._tokens: dict[str, DelegationTokenRecord | None] = {}
 
     # -- what changed (for publishers) ---------------------------------------------------------
     @property
@@ -129,10 +144,16 @@ class MetadataDelta:
 
     @property
     def features_changed(self) -> bool:
-        return self._metadata_version is not None or bool(self._features)
+        return (
+            self._metadata_version is not None
+            or self._zk_migration_state is not None
+            or bool(self._features)
+        )
 
     # -- replay --------------------------------------------------------------------------------
-    def replay(self, record: MetadataRecord) -> None:  # noqa: PLR0912 -- one case per record type
+    def replay(  # noqa: PLR0912, PLR0915 -- one case per record type
+        self, record: MetadataRecord
+    ) -> None:
         """Note the change ``record`` makes (Kafka's ``MetadataDelta.replay``)."""
         match record:
             case PartitionChangeRecord():
@@ -162,10 +183,34 @@ class MetadataDelta:
                 self._features[record.name] = record.feature_level or None
             case ProducerIdsRecord():
                 self._next_producer_id = record.next_producer_id
-            case NoOpRecord():
-                pass  # only moves the provenance
-            case _:
-                self.skipped += 1
+            case RegisterControllerRecord():
+                self._controllers[record.controller_id] = record
+            case ZkMigrationStateRecord():
+                self._zk_migration_state = record.zk_migration_state
+            case ClientQuotaRecord():
+                quotas = self._client_quotas.setdefault(quota_entity(record.entity), {})
+                quotas[record.key] = None if record.remove else record.value
+            case AccessControlEntryRecord():
+                self._acls[record.id] = record
+            case RemoveAccessControlEntryRecord():
+                if self._acls.get(record.id, self.image.acls.get(record.id)) is None:
+                    raise MetadataReplayError(f"cannot remove ACL {record.id}: no such ACL")
+                self._acls[record.id] = None
+            case UserScramCredentialRecord():
+                self._scram[(record.name, record.mechanism)] = record
+            case RemoveUserScramCredentialRecord():
+                self._scram[(record.name, record.mechanism)] = None
+            case DelegationTokenRecord():
+                self._tokens[record.token_id] = record
+            case RemoveDelegationTokenRecord():
+                self._tokens[record.token_id] = None
+            case (
+                NoOpRecord()
+                | BeginTransactionRecord()
+                | EndTransactionRecord()
+                | AbortTransactionRecord()
+            ):
+                pass  # only move the provenance
 
     def _broker(self, broker_id: int) -> BrokerRegistration | None:
         if broker_id in self._brokers:
@@ -239,9 +284,9 @@ class MetadataDelta:
         return change
 
     def _topic_id_named(self, name: str) -> uuid.UUID | None:
-        for change in self._topics.values():
-            if change.name == name:
-                return change.id
+        created = self._created.get(name)
+        if created is not None:
+            return created
         topic = self.image.topics.get(name)
         if topic is None or topic.id in self._deleted_topics:
             return None
@@ -257,6 +302,7 @@ class MetadataDelta:
         ):
             raise MetadataReplayError(f"topic id {record.topic_id} is in use already")
         self._topics[record.topic_id] = _TopicChange(record.name, record.topic_id, None)
+        self._created[record.name] = record.topic_id
 
     def _replay_partition(self, record: PartitionRecord) -> None:
         change = self._topic_change(record.topic_id, f"partition {record.partition_id}")
@@ -279,6 +325,7 @@ class MetadataDelta:
             name = base.name
         else:
             name = change.name
+            self._created.pop(name, None)
         if change is None or change.base is not None:
             self._deleted_topics[record.topic_id] = name
         # The topic's configs go with it (Kafka's ConfigurationsDelta.replay(RemoveTopicRecord)).
@@ -293,9 +340,11 @@ class MetadataDelta:
         features = image.features
         if self.features_changed:
             finalized = _changed(features.finalized, self._features)
-            version = self._metadata_version
+            version, zk_state = self._metadata_version, self._zk_migration_state
             features = FeaturesImage(
-                features.metadata_version if version is None else version, finalized
+                features.metadata_version if version is None else version,
+                finalized,
+                features.zk_migration_state if zk_state is None else zk_state,
             )
         brokers = image.brokers
         if self._brokers:
@@ -321,6 +370,13 @@ class MetadataDelta:
         producer_ids = image.producer_ids
         if self._next_producer_id is not None:
             producer_ids = ProducerIdsImage(self._next_producer_id)
+        client_quotas = image.client_quotas
+        if self._client_quotas:
+            changed_quotas: dict[QuotaEntity, Mapping[str, float] | None] = {}
+            for entity, quota_changes in self._client_quotas.items():
+                quotas = _changed(client_quotas.get(entity, {}), quota_changes)
+                changed_quotas[entity] = quotas if quotas else None
+            client_quotas = _changed(client_quotas, changed_quotas)
         return MetadataImage(
             provenance=provenance,
             features=features,
@@ -329,11 +385,19 @@ class MetadataDelta:
             topics_by_id=topics_by_id,
             configs=configs,
             producer_ids=producer_ids,
+            controllers=_changed(image.controllers, self._controllers),
+            client_quotas=client_quotas,
+            acls=_changed(image.acls, self._acls),
+            scram_credentials=_changed(image.scram_credentials, self._scram),
+            delegation_tokens=_changed(image.delegation_tokens, self._tokens),
         )
 
 
 def _changed(base: Mapping[K, V], changes: Mapping[K, V | None]) -> Mapping[K, V]:
-    """``base`` with ``changes`` made: a key set to ``None`` goes, any other is set."""
+    """``base`` with ``changes`` made: a key set to ``None`` goes, any other is set. ``base``
+    itself when there is no change (the next image shares it)."""
+    if not changes:
+        return base
     merged = dict(base)
     for key, value in changes.items():
         if value is None:

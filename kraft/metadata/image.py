@@ -4,13 +4,16 @@
 An image is what a reader of ``__cluster_metadata`` (a broker, a standby controller, the
 metadata shell) sees: the finalized features, the registered brokers, the topics and their
 partitions, the configs and the next producer id, with the offset and epoch of the last record
-it holds (:class:`MetadataProvenance`). Images are never changed: a
+it holds (:class:`MetadataProvenance`); and, so that a Kafka log loads whole, the areas kraft's
+controller does not write (controller registrations, client quotas, ACLs, SCRAM credentials,
+delegation tokens, the ZooKeeper migration state). Images are never changed: a
 :class:`~kraft.metadata.delta.MetadataDelta` replays records over one and builds the next,
 sharing every part the records did not touch.
 
 :meth:`MetadataImage.records` writes an image as the records of a snapshot, in Kafka's
 ``MetadataImage.write`` order (features first, with ``metadata.version`` the very first record,
-then brokers, topics with their partitions, configs, producer ids); replaying them onto
+then brokers and controllers, topics with their partitions, configs, client quotas, producer
+ids, ACLs, SCRAM credentials, delegation tokens); replaying them onto
 :data:`MetadataImage.EMPTY` gives an equal image. Records are written at the versions kraft
 writes (:func:`~kraft.metadata.records.record_version`: Kafka 3.9 at 3.9-IV0), which carry no
 eligible leader replicas (KIP-966): the image does not keep them either.
@@ -31,16 +34,23 @@ import msgspec
 from kraft.common.uuids import ZERO_UUID
 from kraft.errors import IllegalStateError
 from kraft.metadata.records import (
+    AccessControlEntryRecord,
     ApiMessageAndVersion,
     BrokerEndpoint,
     BrokerFeature,
+    ClientQuotaRecord,
     ConfigRecord,
+    DelegationTokenRecord,
+    EntityData,
     FeatureLevelRecord,
     PartitionChangeRecord,
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RegisterControllerRecord,
     TopicRecord,
+    UserScramCredentialRecord,
+    ZkMigrationStateRecord,
     at_latest_version,
 )
 
@@ -49,22 +59,28 @@ __all__ = [
     "MIGRATING_DIRECTORY",
     "NO_LEADER",
     "NO_LEADER_CHANGE",
+    "NO_LEADER_RECOVERY_STATE_CHANGE",
     "BrokerRegistration",
+    "ConfigResourceKey",
     "FeaturesImage",
     "InvalidReplicaDirectoriesError",
+    "MetadataReplayError",
     "MetadataImage",
     "MetadataProvenance",
     "PartitionRegistration",
     "ProducerIdsImage",
+    "QuotaEntity",
+    "ScramKey",
     "TopicImage",
+    "quota_entity",
     "read_only",
 ]
 
-#: The feature whose level is the metadata version (Kafka's ``MetadataVersion.FEATURE_NAME``).
-METADATA_VERSION_FEATURE: Final = "metadata.version"
 K = TypeVar("K")
 V = TypeVar("V")
 
+#: The feature whose level is the metadata version (Kafka's ``MetadataVersion.FEATURE_NAME``).
+METADATA_VERSION_FEATURE: Final = "metadata.version"
 #: A partition without a leader (Kafka's ``LeaderConstants.NO_LEADER``).
 NO_LEADER: Final = -1
 #: ``PartitionChangeRecord.leader`` when the leader stays (Kafka's ``NO_LEADER_CHANGE``).
@@ -81,7 +97,13 @@ def read_only(mapping: dict[K, V]) -> Mapping[K, V]:
     return MappingProxyType(mapping)
 
 
-class InvalidReplicaDirectoriesError(IllegalStateError):
+class MetadataReplayError(IllegalStateError):
+    """A record that cannot apply to the image it is replayed over: the log is not what a
+    controller writes (Kafka's deltas throw ``IllegalStateException`` or
+    ``RuntimeException``)."""
+
+
+class InvalidReplicaDirectoriesError(MetadataReplayError):
     """A partition record whose directories do not match its replicas one for one (Kafka's
     ``InvalidReplicaDirectoriesException``)."""
 
@@ -102,10 +124,12 @@ MetadataProvenance.EMPTY = MetadataProvenance(-1, -1, -1)
 
 class FeaturesImage(msgspec.Struct, frozen=True):
     """The finalized features: ``metadata_version`` (0 until a ``metadata.version`` record),
-    and the other features' levels by name (a level of 0 removes a feature)."""
+    and the other features' levels by name (a level of 0 removes a feature); with them, as in
+    Kafka, the ZooKeeper migration state (Kafka's ``ZkMigrationState`` id, 0: NONE)."""
 
     metadata_version: int
     finalized: Mapping[str, int]
+    zk_migration_state: int = 0
 
     EMPTY: ClassVar[FeaturesImage]
 
@@ -120,6 +144,10 @@ class FeaturesImage(msgspec.Struct, frozen=True):
             )
         for name, level in self.finalized.items():
             yield at_latest_version(FeatureLevelRecord(name=name, feature_level=level))
+        if self.zk_migration_state:
+            yield at_latest_version(
+                ZkMigrationStateRecord(zk_migration_state=self.zk_migration_state)
+            )
 
 
 FeaturesImage.EMPTY = FeaturesImage(0, read_only({}))
@@ -175,7 +203,7 @@ class BrokerRegistration(msgspec.Struct, frozen=True, kw_only=True):
 def _directories(directories: tuple[uuid.UUID, ...], replicas: int) -> tuple[uuid.UUID, ...]:
     """Kafka's ``defaultToMigrating``: no directory known for any replica means one
     ``MIGRATING`` per replica (what a record before version 1 implies)."""
-    if all(directory == MIGRATING_DIRECTORY for directory in directories):
+    if directories.count(MIGRATING_DIRECTORY) == len(directories):
         return (MIGRATING_DIRECTORY,) * replicas
     return directories
 
@@ -317,6 +345,15 @@ ProducerIdsImage.EMPTY = ProducerIdsImage(-1)
 
 #: A config resource: Kafka's ``ConfigResource.Type`` id (TOPIC 2, BROKER 4) and its name.
 ConfigResourceKey = tuple[int, str]
+#: A client quota's entity (Kafka's ``ClientQuotaEntity``): its parts, ordered by type.
+QuotaEntity = tuple[EntityData, ...]
+#: A SCRAM credential's user name and mechanism (Kafka's ``ScramMechanism`` id).
+ScramKey = tuple[str, int]
+
+
+def quota_entity(entity: tuple[EntityData, ...]) -> QuotaEntity:
+    """``entity`` as a key: its parts in type order (a quota's entity is a map in Kafka)."""
+    return tuple(sorted(entity, key=lambda part: part.entity_type))
 
 
 class MetadataImage(msgspec.Struct, frozen=True, kw_only=True):
@@ -329,8 +366,20 @@ class MetadataImage(msgspec.Struct, frozen=True, kw_only=True):
     topics_by_id: Mapping[uuid.UUID, TopicImage]
     configs: Mapping[ConfigResourceKey, Mapping[str, str]]
     producer_ids: ProducerIdsImage
+    #: The areas kraft's controller does not write, kept as Kafka's image keeps them, so that
+    #: a Kafka log or snapshot loads whole: controller registrations (KIP-919) by id, client
+    #: quotas by entity, ACLs by id, SCRAM credentials, delegation tokens by id.
+    controllers: Mapping[int, RegisterControllerRecord]
+    client_quotas: Mapping[QuotaEntity, Mapping[str, float]]
+    acls: Mapping[uuid.UUID, AccessControlEntryRecord]
+    scram_credentials: Mapping[ScramKey, UserScramCredentialRecord]
+    delegation_tokens: Mapping[str, DelegationTokenRecord]
 
     EMPTY: ClassVar[MetadataImage]
+
+    def with_provenance(self, provenance: MetadataProvenance) -> MetadataImage:
+        """This image at another provenance (the same parts)."""
+        return msgspec.structs.replace(self, provenance=provenance)
 
     def partition_count(self) -> int:
         return sum(len(topic.partitions) for topic in self.topics.values())
@@ -340,6 +389,8 @@ class MetadataImage(msgspec.Struct, frozen=True, kw_only=True):
         yield from self.features.records()
         for broker in self.brokers.values():
             yield broker.to_record()
+        for controller in self.controllers.values():
+            yield at_latest_version(controller)
         for topic in self.topics.values():
             yield from topic.records()
         for (resource_type, resource_name), config in self.configs.items():
@@ -352,7 +403,16 @@ class MetadataImage(msgspec.Struct, frozen=True, kw_only=True):
                         value=value,
                     )
                 )
+        for entity, quotas in self.client_quotas.items():
+            for key, quota in quotas.items():
+                yield at_latest_version(ClientQuotaRecord(entity=entity, key=key, value=quota))
         yield from self.producer_ids.records()
+        for acl in self.acls.values():
+            yield at_latest_version(acl)
+        for credential in self.scram_credentials.values():
+            yield at_latest_version(credential)
+        for token in self.delegation_tokens.values():
+            yield at_latest_version(token)
 
 
 MetadataImage.EMPTY = MetadataImage(
@@ -363,4 +423,9 @@ MetadataImage.EMPTY = MetadataImage(
     topics_by_id=read_only({}),
     configs=read_only({}),
     producer_ids=ProducerIdsImage.EMPTY,
+    controllers=read_only({}),
+    client_quotas=read_only({}),
+    acls=read_only({}),
+    scram_credentials=read_only({}),
+    delegation_tokens=read_only({}),
 )

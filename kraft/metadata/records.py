@@ -59,9 +59,8 @@ __all__ = [
     "UnfenceBrokerRecord",
     "UnregisterBrokerRecord",
     "UserScramCredentialRecord",
-    "ZkMigrationRecord",
+    "ZkMigrationStateRecord",
     "at_latest_version",
-    "record_type",
     "record_version",
 ]
 
@@ -400,7 +399,7 @@ class RemoveDelegationTokenRecord(msgspec.Struct, frozen=True, kw_only=True):
     token_id: str = ""
 
 
-class ZkMigrationRecord(msgspec.Struct, frozen=True, kw_only=True):
+class ZkMigrationStateRecord(msgspec.Struct, frozen=True, kw_only=True):
     """The ZooKeeper migration state (api key 21)."""
 
     api_key: ClassVar[MetadataRecordType] = MetadataRecordType.ZK_MIGRATION_STATE
@@ -451,7 +450,7 @@ MetadataRecord: TypeAlias = (
     | RemoveUserScramCredentialRecord
     | RemoveDelegationTokenRecord
     | NoOpRecord
-    | ZkMigrationRecord
+    | ZkMigrationStateRecord
     | BeginTransactionRecord
     | EndTransactionRecord
     | AbortTransactionRecord
@@ -481,11 +480,6 @@ _WRITE_VERSIONS: Final = {
 def record_version(type: MetadataRecordType) -> int:
     """The version kraft writes records of ``type`` at (Kafka 3.9 at 3.9-IV0)."""
     return _WRITE_VERSIONS.get(type, 0)
-
-
-def record_type(message: MetadataRecord) -> MetadataRecordType:
-    """The api key of ``message``."""
-    return message.api_key
 
 
 def at_latest_version(message: MetadataRecord) -> ApiMessageAndVersion:

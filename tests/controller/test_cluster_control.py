@@ -6,13 +6,17 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kraft.controller.cluster_control import BrokerRegistrationReply, ClusterControlManager
 from kraft.controller.features import FeatureControlManager
 from kraft.controller.heartbeats import UsableBroker
 from kraft.controller.result import ControllerApiError, ControllerResult
 from kraft.errors import IllegalStateError
-from kraft.metadata.delta import MetadataReplayError
+from kraft.metadata.codec import decode_record, encode_record
+from kraft.metadata.delta import MetadataDelta
+from kraft.metadata.image import MetadataImage, MetadataProvenance, MetadataReplayError
 from kraft.metadata.records import (
     METADATA_VERSION,
     ApiMessageAndVersion,
@@ -319,3 +323,57 @@ def test_revert_undoes_uncommitted_registrations() -> None:
     assert controller.cluster.broker_ids() == [1] and not controller.cluster.is_unfenced(1)
     # Broker 2's directory was never really taken.
     controller.register(request(3, log_dirs=request(2).log_dirs))
+
+
+ACTIONS = st.lists(
+    st.tuples(
+        st.sampled_from(["register", "unfence", "fence", "shutdown", "unregister"]),
+        st.integers(1, 3),
+        st.integers(1, 2),
+    ),
+    max_size=25,
+)
+
+
+@given(actions=ACTIONS)
+def test_registrations_equal_the_image_of_the_same_records(
+    actions: list[tuple[str, int, int]],
+) -> None:
+    # The manager and the image (what a broker sees) replay the same records, through the
+    # codec, and must agree on every broker.
+    controller = Controller()
+    delta = MetadataDelta(MetadataImage.EMPTY)
+    for record in controller.features.bootstrap_records():
+        delta.replay(record.message)
+    now_ms = 0
+    for action, broker_id, incarnation in actions:
+        now_ms += 5_000
+        registration = controller.cluster.registration(broker_id)
+        try:
+            match action:
+                case "register":
+                    records = controller.cluster.register_broker(
+                        request(broker_id, incarnation), controller.offset + 1, now_ms
+                    ).records
+                case _ if registration is None:
+                    continue
+                case "unfence":
+                    records = [controller.cluster.unfence_record(broker_id, registration.epoch)]
+                case "fence":
+                    records = [controller.cluster.fence_record(broker_id)]
+                case "shutdown":
+                    shutdown = controller.cluster.controlled_shutdown_record(
+                        broker_id, registration.epoch
+                    )
+                    records = [shutdown] if shutdown else []
+                case _:
+                    records = [controller.cluster.unregister_record(broker_id)]
+        except ControllerApiError:
+            continue
+        records = [decode_record(encode_record(r)) for r in records]
+        controller.apply(records)
+        for record in records:
+            delta.replay(record.message)
+    image = delta.apply(MetadataProvenance(controller.offset, 1, 0))
+    assert dict(image.brokers) == {r.id: r for r in controller.cluster.registrations()}
+    assert image.features.metadata_version == controller.features.metadata_version()

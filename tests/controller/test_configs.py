@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kraft.controller.configs import (
     ConfigResource,
@@ -14,6 +16,8 @@ from kraft.controller.configs import (
     OpType,
 )
 from kraft.controller.result import ApiError, ControllerApiError, ControllerResult
+from kraft.metadata.delta import MetadataDelta
+from kraft.metadata.image import MetadataImage, MetadataProvenance
 from kraft.metadata.records import ConfigRecord
 from kraft.metadata.timeline import SnapshotRegistry
 from kraft.protocol.errors import Errors
@@ -179,3 +183,29 @@ def test_broker_names_parse_as_java_ints(name: str) -> None:
     assert (
         controller.alter({resource: {"a": (OpType.SET, "1")}}).response[resource] == ApiError.NONE
     )
+
+
+@given(
+    ops=st.lists(
+        st.tuples(
+            st.sampled_from([TOPIC, BROKER, CLUSTER_DEFAULT]),
+            st.sampled_from(["cleanup.policy", "retention.ms", "log.cleanup.policy"]),
+            st.sampled_from(list(OpType)),
+            st.sampled_from(["compact", "delete", "1,2", "7"]),
+        ),
+        max_size=20,
+    )
+)
+def test_configs_equal_the_image_of_the_same_records(
+    ops: list[tuple[ConfigResource, str, OpType, str]],
+) -> None:
+    controller = Controller()
+    delta = MetadataDelta(MetadataImage.EMPTY)
+    for resource, name, op, value in ops:
+        result = controller.alter({resource: {name: (op, value)}})
+        for record in result.records:
+            delta.replay(record.message)
+    image = delta.apply(MetadataProvenance(controller.offset, 1, 0))
+    assert {key: dict(config) for key, config in image.configs.items()} == {
+        (r.type, r.name): controller.configs.config(r) for r in controller.configs.resources()
+    }

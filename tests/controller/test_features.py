@@ -8,7 +8,7 @@ import pytest
 
 from kraft.controller.features import FeatureControlManager, UpgradeType
 from kraft.controller.result import ApiError, ControllerResult
-from kraft.metadata.delta import MetadataReplayError
+from kraft.metadata.image import MetadataReplayError
 from kraft.metadata.records import METADATA_VERSION, ApiMessageAndVersion, FeatureLevelRecord
 from kraft.metadata.timeline import SnapshotRegistry
 from kraft.protocol.errors import Errors

@@ -13,7 +13,7 @@ from kraft.controller.cluster_control import ClusterControlManager
 from kraft.controller.features import FeatureControlManager
 from kraft.controller.producer_ids import ProducerIdControlManager, ProducerIdsBlock
 from kraft.controller.result import ControllerApiError
-from kraft.metadata.delta import MetadataReplayError
+from kraft.metadata.image import MetadataReplayError
 from kraft.metadata.records import ProducerIdsRecord, RegisterBrokerRecord
 from kraft.metadata.timeline import SnapshotRegistry
 from kraft.protocol.errors import Errors
