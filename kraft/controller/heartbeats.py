@@ -148,13 +148,17 @@ class BrokerHeartbeatManager:
         return [s.broker_id for s in stale]
 
     def next_check_time_ms(self) -> int | None:
-        """When the next unfenced broker's session runs out, ``None`` if none is unfenced."""
+        """The first millisecond at which an unfenced broker's session has run out, ``None``
+        if none is unfenced. A session is still valid at last contact + timeout, so the
+        check is due one millisecond later (Kafka's nanosecond clock hides the difference; a
+        virtual clock checking at the boundary would find nothing stale and check again at
+        once, forever)."""
         contacts = [
             s.last_contact_ms
             for s in self._sessions.values()
             if not s.fenced and s.last_contact_ms is not None
         ]
-        return min(contacts) + self.session_timeout_ms if contacts else None
+        return min(contacts) + self.session_timeout_ms + 1 if contacts else None
 
     # -- controlled shutdown ---------------------------------------------------
 

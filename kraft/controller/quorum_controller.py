@@ -52,6 +52,7 @@ from kraft.controller.errors import NotControllerError
 from kraft.controller.features import FeatureControlManager, UpgradeType
 from kraft.controller.offsets import OffsetControl
 from kraft.controller.producer_ids import ProducerIdControlManager, ProducerIdsBlock
+from kraft.controller.replication import BrokerHeartbeatReply, ReplicationControlManager
 from kraft.controller.result import ApiError, ControllerApiError, ControllerResult
 from kraft.errors import KraftError, NotLeaderError
 from kraft.metadata.records import (
@@ -62,8 +63,12 @@ from kraft.metadata.records import (
     FenceBrokerRecord,
     MetadataRecord,
     NoOpRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
     at_latest_version,
@@ -71,7 +76,17 @@ from kraft.metadata.records import (
 from kraft.metadata.timeline import SnapshotRegistry
 from kraft.protocol.controller_messages import (
     AllocateProducerIdsRequest,
+    BrokerHeartbeatRequest,
     BrokerRegistrationRequest,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    DescribeClusterBroker,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
 )
 from kraft.queue import Event, EventQueue, EventTimeoutError, earliest_deadline
 from kraft.raft.listeners import BatchReader, LeaderAndEpoch, Listener, SnapshotReaderLike
@@ -313,6 +328,14 @@ class QuorumController:
         )
         self.producer_ids = ProducerIdControlManager(registry, self.cluster_control)
         self.configs = ConfigurationControlManager(registry)
+        self.replication = ReplicationControlManager(
+            registry,
+            self.cluster_control,
+            self.configs,
+            self._rng,
+            default_num_partitions=self.config.default_num_partitions,
+            default_replication_factor=self.config.default_replication_factor,
+        )
         self._listener = _RaftListener(self)
         raft_client.register(self._listener)
 
@@ -511,6 +534,8 @@ class QuorumController:
                 self.producer_ids.replay(message, offset)
             case ConfigRecord():
                 self.configs.replay(message, offset)
+            case TopicRecord() | PartitionRecord() | PartitionChangeRecord() | RemoveTopicRecord():
+                self.replication.replay(message, offset)
             case NoOpRecord():
                 pass
             case _:
@@ -541,7 +566,7 @@ class QuorumController:
             return
 
         def fence_one() -> ControllerResult[None]:
-            result = self._fence_one_stale_broker()
+            result = self.replication.maybe_fence_stale_broker(self._clock.now_ms())
             self._reschedule_fence()
             return result
 
@@ -613,10 +638,95 @@ class QuorumController:
             "finalizedFeatures", self.features.finalized, timeout_ms=timeout_ms
         )
 
-    def _fence_one_stale_broker(self) -> ControllerResult[None]:
-        heartbeats = self.cluster_control.heartbeats
-        for broker_id in heartbeats.find_stale_brokers(self._clock.now_ms()):
-            logger.info("fencing broker %d: its session timed out", broker_id)
-            heartbeats.fence(broker_id)
-            return ControllerResult([self.cluster_control.fence_record(broker_id)], None)
-        return ControllerResult([], None)
+    def process_broker_heartbeat(
+        self, request: BrokerHeartbeatRequest, *, timeout_ms: int | None = None
+    ) -> concurrent.futures.Future[BrokerHeartbeatReply]:
+        """A broker's heartbeat: renews its session, unfences it once caught up, moves its
+        leaderships away in a controlled shutdown."""
+        in_controlled_shutdown = False
+
+        def op() -> ControllerResult[BrokerHeartbeatReply]:
+            nonlocal in_controlled_shutdown
+            result = self.replication.process_broker_heartbeat(request, self._clock.now_ms())
+            in_controlled_shutdown = result.response.in_controlled_shutdown
+            self._reschedule_fence()
+            return result
+
+        def batch_end(offset: int) -> None:
+            # The broker may shut down once the log commits past its last leadership move.
+            if in_controlled_shutdown:
+                self.cluster_control.heartbeats.maybe_update_controlled_shutdown_offset(
+                    request.broker_id, offset
+                )
+
+        return self.append_write_event(
+            "processBrokerHeartbeat", op, timeout_ms=timeout_ms, on_batch_end=batch_end
+        )
+
+    def unregister_broker(
+        self, broker_id: int, *, timeout_ms: int | None = None
+    ) -> concurrent.futures.Future[None]:
+        """Forget a broker: its leaderships move away and its registration goes."""
+        return self.append_write_event(
+            "unregisterBroker",
+            lambda: self.replication.unregister_broker(broker_id),
+            timeout_ms=timeout_ms,
+        )
+
+    def create_topics(
+        self, request: CreateTopicsRequest, *, timeout_ms: int | None = None
+    ) -> concurrent.futures.Future[CreateTopicsResponse]:
+        """Create topics, each on its own: one result per topic."""
+        names = {topic.name for topic in request.topics}
+        return self.append_write_event(
+            "createTopics",
+            lambda: self.replication.create_topics(request, names),
+            timeout_ms=timeout_ms,
+        )
+
+    def delete_topics(
+        self, request: DeleteTopicsRequest, *, timeout_ms: int | None = None
+    ) -> concurrent.futures.Future[DeleteTopicsResponse]:
+        """Delete topics by name or id: one result per topic."""
+        return self.append_write_event(
+            "deleteTopics", lambda: self.replication.delete_topics(request), timeout_ms=timeout_ms
+        )
+
+    def create_partitions(
+        self, request: CreatePartitionsRequest, *, timeout_ms: int | None = None
+    ) -> concurrent.futures.Future[CreatePartitionsResponse]:
+        """Add partitions to existing topics: one result per topic."""
+        return self.append_write_event(
+            "createPartitions",
+            lambda: self.replication.create_partitions(request),
+            timeout_ms=timeout_ms,
+        )
+
+    def describe_cluster(
+        self, request: DescribeClusterRequest, *, timeout_ms: int | None = None
+    ) -> concurrent.futures.Future[DescribeClusterResponse]:
+        """The cluster id, the active controller and the brokers, as of the last committed
+        offset (the fenced ones only when asked, KIP-1073)."""
+
+        def read(offset: int) -> DescribeClusterResponse:
+            brokers = []
+            for registration in self.cluster_control.registrations(offset):
+                if registration.fenced and not request.include_fenced_brokers:
+                    continue
+                listener = registration.listeners[0] if registration.listeners else None
+                brokers.append(
+                    DescribeClusterBroker(
+                        broker_id=registration.id,
+                        host="" if listener is None else listener.host,
+                        port=-1 if listener is None else listener.port,
+                        rack=registration.rack,
+                        is_fenced=registration.fenced,
+                    )
+                )
+            return DescribeClusterResponse(
+                cluster_id=self.config.cluster_id,
+                controller_id=-1 if self._latest_leader_id is None else self._latest_leader_id,
+                brokers=tuple(brokers),
+            )
+
+        return self.append_read_event("describeCluster", read, timeout_ms=timeout_ms)

@@ -54,12 +54,15 @@ def test_a_session_lasts_the_timeout_from_the_last_contact() -> None:
     assert manager.find_stale_brokers(100) == [] and manager.broker_ids() == [1, 2]
 
 
-def test_next_check_time_is_when_the_oldest_unfenced_session_ends() -> None:
+def test_next_check_time_is_when_the_oldest_unfenced_session_has_ended() -> None:
     manager = manager_with((0, True))
     assert manager.next_check_time_ms() is None
     manager.touch(0, fenced=False, metadata_offset=0, now_ms=3)
     manager.register(1, fenced=False, now_ms=5)
-    assert manager.next_check_time_ms() == 13
+    # Valid through 3 + 10 = 13; stale, and so due for the check, from 14.
+    assert manager.next_check_time_ms() == 14
+    assert manager.find_stale_brokers(13) == []
+    assert manager.find_stale_brokers(14) == [0]
 
 
 def test_a_broker_registered_without_a_time_starts_its_session_at_the_next_check() -> None:

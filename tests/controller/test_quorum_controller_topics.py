@@ -1,0 +1,178 @@
+"""QuorumController with brokers: registration, heartbeats, unfencing, topic creation with
+placement over unfenced brokers, fencing of a silent broker and the leader elections it
+causes, and topic creation across a controller failover."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from harness import ControllerQuorum
+
+from kraft.controller.quorum_controller import QuorumController
+from kraft.protocol.controller_messages import (
+    BrokerHeartbeatRequest,
+    BrokerRegistrationRequest,
+    CreatableTopic,
+    CreateTopicsRequest,
+    DeleteTopicsRequest,
+    DeleteTopicState,
+    DescribeClusterRequest,
+    Listener,
+    RegistrationFeature,
+)
+from kraft.protocol.errors import Errors
+
+CLUSTER_ID = "kraft-test-cluster-0001"
+BROKERS = (1, 2, 3, 4)
+
+
+class Brokers:
+    """Simulated brokers: each registers once, then heartbeats every 2 s (Kafka's
+    ``broker.heartbeat.interval.ms``) to whichever controller is active, reporting as its
+    metadata offset what that controller last committed."""
+
+    def __init__(self, quorum: ControllerQuorum) -> None:
+        self.quorum = quorum
+        self.epochs: dict[int, int] = {}
+        self.silent: set[int] = set()
+
+    def register_all(self) -> None:
+        active = self.quorum.wait_active()
+        for broker_id in BROKERS:
+            request = BrokerRegistrationRequest(
+                broker_id=broker_id,
+                cluster_id=CLUSTER_ID,
+                incarnation_id=uuid.UUID(int=broker_id),
+                listeners=(Listener(name="PLAINTEXT", host="localhost", port=9000 + broker_id),),
+                features=(RegistrationFeature(name="metadata.version", max_supported_version=21),),
+                rack=f"rack-{broker_id % 2}",
+                log_dirs=(uuid.UUID(int=1000 + broker_id),),
+            )
+            self.epochs[broker_id] = self.quorum.result(active.register_broker(request)).epoch
+
+    def heartbeat_round(self) -> None:
+        active = self.quorum.active()
+        if active is None:
+            return
+        for broker_id, epoch in self.epochs.items():
+            if broker_id in self.silent:
+                continue
+            active.process_broker_heartbeat(
+                BrokerHeartbeatRequest(
+                    broker_id=broker_id,
+                    broker_epoch=epoch,
+                    current_metadata_offset=active.last_committed_offset,
+                )
+            )
+
+    def run_for(self, ms: int) -> None:
+        end = self.quorum.clock.now_ms() + ms
+        while self.quorum.clock.now_ms() < end:
+            self.heartbeat_round()
+            self.quorum.run_for(min(2_000, end - self.quorum.clock.now_ms()))
+
+
+@pytest.fixture
+def quorum() -> ControllerQuorum:
+    return ControllerQuorum(3, cluster_id=CLUSTER_ID, default_replication_factor=3)
+
+
+def unfenced(controller: QuorumController) -> set[int]:
+    return {b for b in BROKERS if controller.cluster_control.is_unfenced(b)}
+
+
+def test_brokers_are_registered_fenced_and_unfenced_by_heartbeats(quorum: ControllerQuorum) -> None:
+    brokers = Brokers(quorum)
+    brokers.register_all()
+    active = quorum.wait_active()
+    assert unfenced(active) == set()
+    brokers.run_for(6_000)
+    assert unfenced(active) == set(BROKERS)
+    described = quorum.result(active.describe_cluster(DescribeClusterRequest()))
+    assert sorted(b.broker_id for b in described.brokers) == list(BROKERS)
+    assert described.controller_id == active.node_id
+
+
+def test_a_topic_is_placed_on_unfenced_brokers_and_seen_by_every_controller(
+    quorum: ControllerQuorum,
+) -> None:
+    brokers = Brokers(quorum)
+    brokers.register_all()
+    brokers.run_for(6_000)
+    active = quorum.wait_active()
+    response = quorum.result(
+        active.create_topics(
+            CreateTopicsRequest(topics=(CreatableTopic(name="orders", num_partitions=4),))
+        )
+    )
+    (result,) = response.topics
+    assert result.error_code == Errors.NONE
+    assert result.num_partitions == 4 and result.replication_factor == 3
+    for controller in quorum.controllers.values():
+        assert quorum.run_until(lambda c=controller: c.replication.topic("orders") is not None)
+        for index in range(4):
+            partition = controller.replication.partition(result.topic_id, index)
+            assert partition is not None
+            assert len(set(partition.replicas)) == 3
+            assert set(partition.isr) == set(partition.replicas)
+            assert partition.leader == partition.replicas[0]
+    again = quorum.result(
+        active.create_topics(CreateTopicsRequest(topics=(CreatableTopic(name="orders"),)))
+    )
+    assert again.topics[0].error_code == Errors.TOPIC_ALREADY_EXISTS
+
+
+def test_a_silent_broker_is_fenced_and_loses_its_leaderships(quorum: ControllerQuorum) -> None:
+    brokers = Brokers(quorum)
+    brokers.register_all()
+    brokers.run_for(6_000)
+    active = quorum.wait_active()
+    response = quorum.result(
+        active.create_topics(
+            CreateTopicsRequest(topics=(CreatableTopic(name="events", num_partitions=8),))
+        )
+    )
+    topic_id = response.topics[0].topic_id
+    victim = 2
+    led = [p for p in range(8) if active.replication.partition(topic_id, p).leader == victim]  # type: ignore[union-attr]
+    assert led, "placement gave broker 2 no leadership"
+    before = {p: active.replication.partition(topic_id, p) for p in range(8)}
+    brokers.silent.add(victim)
+    brokers.run_for(12_000)  # past broker.session.timeout.ms (9 s)
+    assert victim not in unfenced(active)
+    for index in range(8):
+        after = active.replication.partition(topic_id, index)
+        assert after is not None
+        assert after.leader != victim
+        assert victim not in after.isr
+        assert after.leader in after.isr
+        old = before[index]
+        assert old is not None
+        assert after.partition_epoch >= old.partition_epoch
+        if index in led:
+            assert after.leader_epoch > old.leader_epoch
+
+
+def test_topics_created_before_a_failover_survive_it(quorum: ControllerQuorum) -> None:
+    brokers = Brokers(quorum)
+    brokers.register_all()
+    brokers.run_for(6_000)
+    active = quorum.wait_active()
+    created = quorum.result(
+        active.create_topics(CreateTopicsRequest(topics=(CreatableTopic(name="kept"),)))
+    )
+    assert created.topics[0].error_code == Errors.NONE
+    quorum.cluster.disconnected.add(active.node_id)
+    assert quorum.run_until(
+        lambda: (a := quorum.active()) is not None and a is not active and not active.is_active,
+        60_000,
+    )
+    successor = quorum.active()
+    assert successor is not None
+    assert successor.replication.topic("kept") is not None
+    deleted = quorum.result(
+        successor.delete_topics(DeleteTopicsRequest(topics=(DeleteTopicState(name="kept"),)))
+    )
+    assert deleted.responses[0].error_code == Errors.NONE
+    assert successor.replication.topic("kept") is None
