@@ -46,7 +46,12 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from kraft.common.clock import Clock
 from kraft.controller.cluster_control import BrokerRegistrationReply, ClusterControlManager
-from kraft.controller.configs import ConfigResource, ConfigurationControlManager, OpType
+from kraft.controller.configs import (
+    ConfigResource,
+    ConfigResourceType,
+    ConfigurationControlManager,
+    OpType,
+)
 from kraft.controller.deferred import DeferredEventQueue
 from kraft.controller.errors import NotControllerError
 from kraft.controller.features import FeatureControlManager, UpgradeType
@@ -88,6 +93,7 @@ from kraft.protocol.controller_messages import (
     DescribeClusterRequest,
     DescribeClusterResponse,
 )
+from kraft.protocol.errors import Errors
 from kraft.queue import Event, EventQueue, EventTimeoutError, earliest_deadline
 from kraft.raft.listeners import BatchReader, LeaderAndEpoch, Listener, SnapshotReaderLike
 from kraft.record.offsets import OffsetAndEpoch
@@ -327,7 +333,9 @@ class QuorumController:
             session_timeout_ms=self.config.session_timeout_ms,
         )
         self.producer_ids = ProducerIdControlManager(registry, self.cluster_control)
-        self.configs = ConfigurationControlManager(registry)
+        self.configs = ConfigurationControlManager(
+            registry, existence_checker=self._check_config_resource
+        )
         self.replication = ReplicationControlManager(
             registry,
             self.cluster_control,
@@ -512,6 +520,27 @@ class QuorumController:
         self.cluster_control.deactivate()
         self._queue.cancel_deferred(_WRITE_NO_OP)
         self._queue.cancel_deferred(_MAYBE_FENCE)
+
+    def _check_config_resource(self, resource: ConfigResource) -> None:
+        """A config change names a topic that exists or a registered broker (the empty
+        broker name is the cluster-wide default); Kafka's
+        ``ConfigResourceExistenceChecker``."""
+        if resource.type == ConfigResourceType.TOPIC:
+            if self.replication.topic(resource.name) is None:
+                raise ControllerApiError(
+                    Errors.UNKNOWN_TOPIC_OR_PARTITION, f"topic {resource.name!r} does not exist"
+                )
+        elif resource.type == ConfigResourceType.BROKER and resource.name:
+            try:
+                broker_id = int(resource.name)
+            except ValueError:
+                raise ControllerApiError(
+                    Errors.INVALID_REQUEST, f"invalid broker name {resource.name!r}"
+                ) from None
+            if self.cluster_control.registration(broker_id) is None:
+                raise ControllerApiError(
+                    Errors.BROKER_ID_NOT_REGISTERED, f"no broker with id {broker_id} is registered"
+                )
 
     def _replay(self, record: ApiMessageAndVersion, offset: int) -> None:
         """Apply ``record`` (at ``offset``) to the manager that owns its kind (Kafka's

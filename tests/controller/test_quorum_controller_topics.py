@@ -9,6 +9,7 @@ import uuid
 import pytest
 from harness import ControllerQuorum
 
+from kraft.controller.configs import ConfigResource, ConfigResourceType, OpType
 from kraft.controller.quorum_controller import QuorumController
 from kraft.protocol.controller_messages import (
     BrokerHeartbeatRequest,
@@ -176,3 +177,32 @@ def test_topics_created_before_a_failover_survive_it(quorum: ControllerQuorum) -
     )
     assert deleted.responses[0].error_code == Errors.NONE
     assert successor.replication.topic("kept") is None
+
+
+def test_config_changes_need_an_existing_topic_or_registered_broker(
+    quorum: ControllerQuorum,
+) -> None:
+    brokers = Brokers(quorum)
+    brokers.register_all()
+    brokers.run_for(6_000)
+    active = quorum.wait_active()
+    quorum.result(active.create_topics(CreateTopicsRequest(topics=(CreatableTopic(name="logs"),))))
+    topic = ConfigResource(ConfigResourceType.TOPIC, "logs")
+    missing = ConfigResource(ConfigResourceType.TOPIC, "nope")
+    stranger = ConfigResource(ConfigResourceType.BROKER, "99")
+    results = quorum.result(
+        active.incremental_alter_configs(
+            {
+                topic: {"retention.ms": (OpType.SET, "1000")},
+                missing: {"retention.ms": (OpType.SET, "1000")},
+                stranger: {"log.retention.ms": (OpType.SET, "1000")},
+            }
+        )
+    )
+    assert results[topic].error == Errors.NONE
+    assert results[missing].error == Errors.UNKNOWN_TOPIC_OR_PARTITION
+    assert results[stranger].error == Errors.BROKER_ID_NOT_REGISTERED
+    for controller in quorum.controllers.values():
+        assert quorum.run_until(
+            lambda c=controller: c.configs.config(topic) == {"retention.ms": "1000"}
+        )
