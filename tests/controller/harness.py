@@ -11,9 +11,11 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from kraft.controller.quorum_controller import ControllerConfig, QuorumController
+from kraft.metadata.loader import MetadataLoader
 from kraft.metadata.records import ApiMessageAndVersion
 from kraft.metadata.serde import MetadataRecordSerde
 from kraft.queue import DeterministicEventQueue
+from kraft.raft.state_machine import SnapshotPolicy
 from kraft.testing.cluster import LocalCluster
 
 R = TypeVar("R")
@@ -22,14 +24,25 @@ _NS_PER_MS = 1_000_000
 
 
 class ControllerQuorum:
-    def __init__(self, voters: int = 3, *, seed: int = 0, **controller_config: Any) -> None:
+    def __init__(
+        self,
+        voters: int = 3,
+        *,
+        seed: int = 0,
+        snapshot_policy: SnapshotPolicy | None = None,
+        **controller_config: Any,
+    ) -> None:
         self.cluster: LocalCluster[ApiMessageAndVersion] = LocalCluster(
             voters, seed=seed, serde=MetadataRecordSerde()
         )
         self.config = ControllerConfig(**controller_config)
         self.queues: dict[int, DeterministicEventQueue] = {}
         self.controllers: dict[int, QuorumController] = {}
+        #: Each node's metadata loader (images, and snapshots by ``snapshot_policy``).
+        self.loaders: dict[int, MetadataLoader] = {}
         for node_id, client in self.cluster.nodes.items():
+            self.loaders[node_id] = MetadataLoader(client, snapshot_policy)
+            client.register(self.loaders[node_id])
             queue = DeterministicEventQueue(self.cluster.clock)
             self.queues[node_id] = queue
             self.controllers[node_id] = QuorumController(
