@@ -63,6 +63,11 @@ __all__ = [
     "DescribeClusterBroker",
     "DescribeClusterRequest",
     "DescribeClusterResponse",
+    "DescribeTopicPartitionsRequest",
+    "DescribeTopicPartitionsResponse",
+    "DescribeTopicPartitionsResponsePartition",
+    "DescribeTopicPartitionsResponseTopic",
+    "TopicRequest",
     "Listener",
     "RegistrationFeature",
 ]
@@ -212,6 +217,37 @@ class DescribeClusterBroker(_Wire, frozen=True):
     is_fenced: bool = False
 
 
+class TopicRequest(_Wire, frozen=True):
+    """DescribeTopicPartitions' ``Topics``: a topic asked for by name."""
+
+    name: str
+
+
+class DescribeTopicPartitionsResponsePartition(_Wire, frozen=True):
+    """DescribeTopicPartitionsResponse's ``Partitions``: one partition of a topic."""
+
+    partition_index: int
+    error_code: int = 0
+    leader_id: int = -1
+    leader_epoch: int = -1
+    replica_nodes: tuple[int, ...] = ()
+    isr_nodes: tuple[int, ...] = ()
+    eligible_leader_replicas: tuple[int, ...] | None = None
+    last_known_elr: tuple[int, ...] | None = None
+    offline_replicas: tuple[int, ...] = ()
+
+
+class DescribeTopicPartitionsResponseTopic(_Wire, frozen=True):
+    """DescribeTopicPartitionsResponse's ``Topics``: a topic and its partitions."""
+
+    name: str | None
+    error_code: int = 0
+    topic_id: uuid.UUID = ZERO_UUID
+    is_internal: bool = False
+    partitions: tuple[DescribeTopicPartitionsResponsePartition, ...] = ()
+    topic_authorized_operations: int = -(2**31)
+
+
 # ---------------------------------------------------------------------------------------------
 # Requests
 
@@ -316,6 +352,21 @@ class DescribeClusterRequest(_Message, frozen=True, tag=ApiKey.DESCRIBE_CLUSTER.
     include_fenced_brokers: bool = False
 
 
+class DescribeTopicPartitionsRequest(
+    _Message, frozen=True, tag=ApiKey.DESCRIBE_TOPIC_PARTITIONS.value
+):
+    """DescribeTopicPartitions (API key 75, v0, KIP-966): topics and their partitions as the
+    node's metadata image has them; no ``topics`` means every topic. kraft serves it from a
+    controller node's image (Kafka's brokers serve it; kraft has no broker that could), and
+    sends no cursor: every partition is in the answer."""
+
+    API_KEY: ClassVar[ApiKey] = ApiKey.DESCRIBE_TOPIC_PARTITIONS
+    MAX_VERSION: ClassVar[int] = 0
+
+    topics: tuple[TopicRequest, ...] = ()
+    response_partition_limit: int = 2000
+
+
 # ---------------------------------------------------------------------------------------------
 # Responses
 
@@ -408,6 +459,18 @@ class DescribeClusterResponse(_Message, frozen=True, tag=ApiKey.DESCRIBE_CLUSTER
     cluster_authorized_operations: int = -(2**31)
 
 
+class DescribeTopicPartitionsResponse(
+    _Message, frozen=True, tag=ApiKey.DESCRIBE_TOPIC_PARTITIONS.value
+):
+    """The answer to :class:`DescribeTopicPartitionsRequest`: one entry per topic asked for
+    (UNKNOWN_TOPIC_OR_PARTITION for a topic the image does not have)."""
+
+    API_KEY: ClassVar[ApiKey] = ApiKey.DESCRIBE_TOPIC_PARTITIONS
+    MAX_VERSION: ClassVar[int] = 0
+
+    topics: tuple[DescribeTopicPartitionsResponseTopic, ...] = ()
+
+
 #: Every controller request; the union :data:`CONTROLLER_REQUEST_DECODER` reads.
 ControllerRequest: TypeAlias = (
     BrokerRegistrationRequest
@@ -418,6 +481,7 @@ ControllerRequest: TypeAlias = (
     | IncrementalAlterConfigsRequest
     | AllocateProducerIdsRequest
     | DescribeClusterRequest
+    | DescribeTopicPartitionsRequest
 )
 
 #: Every controller response; the union :data:`CONTROLLER_RESPONSE_DECODER` reads.
@@ -430,6 +494,7 @@ ControllerResponse: TypeAlias = (
     | IncrementalAlterConfigsResponse
     | AllocateProducerIdsResponse
     | DescribeClusterResponse
+    | DescribeTopicPartitionsResponse
 )
 
 CONTROLLER_REQUEST_TYPES: tuple[type[ControllerRequest], ...] = (
@@ -441,6 +506,7 @@ CONTROLLER_REQUEST_TYPES: tuple[type[ControllerRequest], ...] = (
     IncrementalAlterConfigsRequest,
     AllocateProducerIdsRequest,
     DescribeClusterRequest,
+    DescribeTopicPartitionsRequest,
 )
 
 CONTROLLER_RESPONSE_TYPES: tuple[type[ControllerResponse], ...] = (
@@ -452,6 +518,7 @@ CONTROLLER_RESPONSE_TYPES: tuple[type[ControllerResponse], ...] = (
     IncrementalAlterConfigsResponse,
     AllocateProducerIdsResponse,
     DescribeClusterResponse,
+    DescribeTopicPartitionsResponse,
 )
 
 #: The response class that answers each controller request class.

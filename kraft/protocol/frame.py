@@ -174,14 +174,17 @@ _ENCODE_ERRORS = (msgspec.MsgspecError, TypeError, ValueError, OverflowError)
 
 def _frame_bytes(
     encoder: msgspec.msgpack.Encoder,
-    frame: RequestFrame | ResponseFrame,
+    frame: msgspec.Struct,
+    body_name: str,
     max_frame_size: int,
 ) -> bytes:
+    """``frame`` (a header and a body: this module's frames, or the controller's,
+    :mod:`kraft.protocol.controller_frame`) with its length prefix."""
     buffer = bytearray(FRAME_LENGTH_SIZE)
     try:
         encoder.encode_into(frame, buffer, FRAME_LENGTH_SIZE)
     except _ENCODE_ERRORS as exc:
-        raise MessageEncodeError(f"cannot encode {type(frame.body).__name__}: {exc}") from exc
+        raise MessageEncodeError(f"cannot encode {body_name}: {exc}") from exc
     size = len(buffer) - FRAME_LENGTH_SIZE
     if size > min(max_frame_size, MAX_FRAME_SIZE_LIMIT):
         raise FrameTooLargeError(size, max_frame_size)
@@ -197,14 +200,18 @@ def encode_request(
     Raises :class:`FrameTooLargeError` if the frame would be above ``max_frame_size``, and
     :class:`MessageEncodeError` if a field cannot be encoded.
     """
-    return _frame_bytes(_REQUEST_ENCODER, RequestFrame(header, body), max_frame_size)
+    return _frame_bytes(
+        _REQUEST_ENCODER, RequestFrame(header, body), type(body).__name__, max_frame_size
+    )
 
 
 def encode_response(
     header: ResponseHeader, body: Response, *, max_frame_size: int = MAX_FRAME_SIZE_LIMIT
 ) -> bytes:
     """One response frame, length prefix included (errors as :func:`encode_request`)."""
-    return _frame_bytes(_RESPONSE_ENCODER, ResponseFrame(header, body), max_frame_size)
+    return _frame_bytes(
+        _RESPONSE_ENCODER, ResponseFrame(header, body), type(body).__name__, max_frame_size
+    )
 
 
 class FrameBudget:
@@ -235,7 +242,8 @@ class FrameBudget:
         self.in_use -= size
 
 
-FrameT = TypeVar("FrameT", RequestFrame, ResponseFrame)
+#: What a decoder hands out: a frame of this module, or of kraft.protocol.controller_frame.
+FrameT = TypeVar("FrameT")
 
 
 class FrameDecoder(ABC, Generic[FrameT]):

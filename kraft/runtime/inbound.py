@@ -35,9 +35,10 @@ import trio
 from kraft.common.clock import Clock
 from kraft.common.ratelimit import LogLimiter
 from kraft.config import Endpoint
+from kraft.protocol.controller_frame import ControllerRequestFrame, NodeRequestFrameDecoder
 from kraft.protocol.envelope import InboundRequest
 from kraft.protocol.errors import FrameBudgetExceededError, FrameError
-from kraft.protocol.frame import FrameBudget, RequestFrameDecoder
+from kraft.protocol.frame import FrameBudget, RequestFrame, RequestFrameDecoder
 from kraft.raft.channel import RaftMessageQueue
 from kraft.runtime.connection import (
     IO_ERRORS,
@@ -49,7 +50,7 @@ from kraft.runtime.connection import (
 )
 from kraft.runtime.limits import VOTER_RESERVED_CONNECTIONS, ConnectionLimits, ConnectionStats
 
-__all__ = ["InboundServer", "UnansweredRequests"]
+__all__ = ["ControllerRequestSink", "InboundServer", "UnansweredRequests"]
 
 # The transport's logger (see kraft.runtime.connection).
 logger = logging.getLogger("kraft.runtime.transport")
@@ -68,6 +69,9 @@ _TRIM_AFTER_BYTES: Final = 1024 * 1024
 UnansweredRequests = dict[int, tuple[InboundConnection, int]]
 #: The replica id a client's certificate binds (``TlsConfig.peer_id``).
 PeerIdOf = Callable[[Mapping[str, Any] | None], int | None]
+#: Takes a controller request (kraft.runtime.controller_node) under its channel correlation id;
+#: the answer goes back with ``TrioNetworkChannel.respond_controller``.
+ControllerRequestSink = Callable[[int, ControllerRequestFrame], None]
 
 
 def _malloc_trim() -> Callable[[int], int] | None:
@@ -115,8 +119,12 @@ class InboundServer:
         max_connections: int,
         voter_hosts: frozenset[str],
         stats: ConnectionStats,
+        controller_requests: ControllerRequestSink | None = None,
     ) -> None:
         self._address = address
+        #: Where a controller node's controller requests go; ``None``: a Raft replica only,
+        #: whose decoder refuses them as malformed.
+        self._controller_requests = controller_requests
         self._queue = queue
         self._clock = clock
         self._ids = ids
@@ -288,10 +296,9 @@ class InboundServer:
     async def _read_requests(
         self, connection: InboundConnection, stream: trio.abc.Stream, peer_id: int | None
     ) -> None:
-        decoder = RequestFrameDecoder(self._max_frame_size, budget=self._budget)
+        decoder = self._new_decoder()
         unanswered = self._unanswered
         pending = connection.pending
-        queue = self._queue
         ids = self._ids
         stats = self.stats
         idle_s = self._idle_s
@@ -315,11 +322,7 @@ class InboundServer:
                         with connection.lock:
                             pending.add(channel_id)
                         unanswered[channel_id] = (connection, header.correlation_id)
-                        queue.add(
-                            InboundRequest.from_frame(
-                                frame, received_ms, correlation_id=channel_id, peer_id=peer_id
-                            )
-                        )
+                        self._take(frame, channel_id, received_ms, peer_id)
                     buffered = decoder.buffered_bytes
                     stats.partial_request_bytes += buffered - held
                     held = buffered
@@ -349,6 +352,29 @@ class InboundServer:
             decoder.close()
             if most_held >= _TRIM_AFTER_BYTES:
                 _release_freed_memory()
+
+    def _new_decoder(self) -> RequestFrameDecoder | NodeRequestFrameDecoder:
+        if self._controller_requests is None:
+            return RequestFrameDecoder(self._max_frame_size, budget=self._budget)
+        return NodeRequestFrameDecoder(self._max_frame_size, budget=self._budget)
+
+    def _take(
+        self,
+        frame: RequestFrame | ControllerRequestFrame,
+        channel_id: int,
+        received_ms: int,
+        peer_id: int | None,
+    ) -> None:
+        """A Raft request to the Raft queue, a controller request to the controller."""
+        if isinstance(frame, ControllerRequestFrame):
+            assert self._controller_requests is not None  # only its decoder makes such a frame
+            self._controller_requests(channel_id, frame)
+        else:
+            self._queue.add(
+                InboundRequest.from_frame(
+                    frame, received_ms, correlation_id=channel_id, peer_id=peer_id
+                )
+            )
 
     def _close_over_budget(
         self, connection: InboundConnection, exc: FrameBudgetExceededError

@@ -55,6 +55,7 @@ from kraft.log.file import DEFAULT_SEGMENT_BYTES, FileLog
 from kraft.log.meta_properties import CLUSTER_METADATA_DIR, read_meta_properties
 from kraft.log.quorum_state import FileQuorumStateStore, require_election_state
 from kraft.metrics import RaftMetrics, start_prometheus_server
+from kraft.protocol.controller_messages import ControllerResponse
 from kraft.protocol.frame import DEFAULT_MAX_FRAME_SIZE
 from kraft.raft.client import KafkaRaftClient
 from kraft.raft.listeners import Listener
@@ -65,6 +66,7 @@ from kraft.record.serde import RecordSerde
 from kraft.runtime.clock import SystemClock
 from kraft.runtime.config import NodeConfig, is_wildcard
 from kraft.runtime.driver import DEFAULT_SHUTDOWN_TIMEOUT_MS, RaftClientDriver
+from kraft.runtime.inbound import ControllerRequestSink
 from kraft.runtime.limits import ConnectionLimits
 from kraft.runtime.queue import BlockingMessageQueue
 from kraft.runtime.tls import TlsConfig
@@ -100,6 +102,7 @@ class RaftNode(Generic[T]):
         shutdown_timeout_ms: int = DEFAULT_SHUTDOWN_TIMEOUT_MS,
         fatal_fault_handler: Callable[[BaseException], None] | None = None,
         limits: ConnectionLimits | None = None,
+        controller_requests: ControllerRequestSink | None = None,
     ) -> None:
         if listen is None and node_id not in config.voters:
             raise IllegalStateError(f"node {node_id} is not a voter: give it a listen address")
@@ -116,6 +119,7 @@ class RaftNode(Generic[T]):
         self._retention = retention
         self._shutdown_timeout_ms = shutdown_timeout_ms
         self._limits = limits
+        self._controller_requests = controller_requests
         self._user_fault_handler = fatal_fault_handler
         self._lock = threading.Lock()
         self._stopped = threading.Event()
@@ -141,8 +145,15 @@ class RaftNode(Generic[T]):
         self._pending: set[Future[int]] = set()
 
     @classmethod
-    def from_config(cls, config: NodeConfig, serde: RecordSerde[T]) -> RaftNode[T]:
-        """A node built from a :class:`~kraft.runtime.config.NodeConfig` (a TOML file)."""
+    def from_config(
+        cls,
+        config: NodeConfig,
+        serde: RecordSerde[T],
+        *,
+        controller_requests: ControllerRequestSink | None = None,
+    ) -> RaftNode[T]:
+        """A node built from a :class:`~kraft.runtime.config.NodeConfig` (a TOML file);
+        ``controller_requests`` as for the constructor."""
         return cls(
             node_id=config.node_id,
             data_dir=config.data_dir,
@@ -155,6 +166,7 @@ class RaftNode(Generic[T]):
             max_frame_size=config.max_frame_size,
             segment_bytes=config.segment_bytes,
             limits=config.limits,
+            controller_requests=controller_requests,
         )
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -240,6 +252,7 @@ class RaftNode(Generic[T]):
             tls=self._tls,
             directory_id=directory_id or ZERO_UUID,
             limits=self._limits,
+            controller_requests=self._controller_requests,
         )
         self._channel = channel
         # Bound before the client is built: its endpoint (KIP-853) is the real port when
@@ -400,6 +413,13 @@ class RaftNode(Generic[T]):
                 self._early_listeners.append(listener)
                 return
         client.register(listener)
+
+    def respond_controller(self, channel_id: int, body: ControllerResponse) -> None:
+        """Answer the controller request handed to ``controller_requests`` under
+        ``channel_id`` (from any thread; dropped once the node has stopped)."""
+        channel = self._channel
+        if channel is not None:
+            channel.respond_controller(channel_id, body)
 
     # -- writes, reads and leadership, from any thread -----------------------------------------
     def append(self, records: Sequence[T], *, timeout_ms: int | None = None) -> Future[int]:

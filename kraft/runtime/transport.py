@@ -78,6 +78,8 @@ from kraft.common.clock import Clock
 from kraft.common.uuids import ZERO_UUID
 from kraft.config import Endpoint
 from kraft.errors import TransportError
+from kraft.protocol.controller_frame import encode_controller_response
+from kraft.protocol.controller_messages import ControllerResponse
 from kraft.protocol.envelope import (
     InboundResponse,
     OutboundRequest,
@@ -105,7 +107,7 @@ from kraft.runtime.connection import (
     failure_level,
     write_until_broken,
 )
-from kraft.runtime.inbound import InboundServer, UnansweredRequests
+from kraft.runtime.inbound import ControllerRequestSink, InboundServer, UnansweredRequests
 from kraft.runtime.limits import ConnectionLimits, ConnectionStats, default_max_connections
 from kraft.runtime.tls import TlsConfig
 
@@ -143,7 +145,17 @@ class _SetVoters:
         self.voters = dict(voters)
 
 
-_OutboxItem = OutboundRequest | OutboundResponse | _UpdatePeer | _SetVoters
+class _ControllerAnswer:
+    """An outbox item: a controller response, encoded, to inbound request ``channel_id``."""
+
+    __slots__ = ("channel_id", "data")
+
+    def __init__(self, channel_id: int, data: bytes) -> None:
+        self.channel_id = channel_id
+        self.data = data
+
+
+_OutboxItem = OutboundRequest | OutboundResponse | _UpdatePeer | _SetVoters | _ControllerAnswer
 
 
 class TrioNetworkChannel:
@@ -173,6 +185,7 @@ class TrioNetworkChannel:
         directory_id: uuid.UUID = ZERO_UUID,
         thread_name: str | None = None,
         limits: ConnectionLimits | None = None,
+        controller_requests: ControllerRequestSink | None = None,
     ) -> None:
         if request_timeout_ms <= 0:
             raise ValueError(f"request_timeout_ms must be positive, got {request_timeout_ms}")
@@ -196,6 +209,7 @@ class TrioNetworkChannel:
         self._backoff_max_s = reconnect_backoff_max_ms / 1000
         self._tls = tls
         self._limits = limits or ConnectionLimits()
+        self._controller_requests = controller_requests
         #: What the listener's limits did (see :meth:`transport_metrics`).
         self.stats = ConnectionStats()
         self._random = random.Random()
@@ -265,6 +279,7 @@ class TrioNetworkChannel:
                 max_connections=max_connections,
                 voter_hosts=_voter_hosts(self._peers.values()),
                 stats=self.stats,
+                controller_requests=self._controller_requests,
             )
         ready = threading.Event()
         self._thread = threading.Thread(
@@ -340,6 +355,22 @@ class TrioNetworkChannel:
         the connection the request came on has closed."""
         if not self._respond_direct(response):
             self._submit(response)
+
+    def respond_controller(self, channel_id: int, body: ControllerResponse) -> None:
+        """Send the answer to a controller request (handed to ``controller_requests`` under
+        ``channel_id``); never blocks, never raises. Dropped when its connection has closed,
+        or (logged) when it is too large to send."""
+        entry = self._inbound.get(channel_id)
+        if entry is None:
+            return
+        try:
+            data = encode_controller_response(
+                ResponseHeader(entry[1]), body, max_frame_size=self._max_frame_size
+            )
+        except FrameError as exc:
+            logger.error("cannot send %s: %s", type(body).__name__, exc)
+            return
+        self._submit(_ControllerAnswer(channel_id, data))
 
     def update_peer(self, peer_id: int, address: Endpoint | None) -> None:
         """Set (or with ``None`` forget) the address of a destination. A connection open to its
@@ -528,6 +559,8 @@ class TrioNetworkChannel:
                         self._send_request(item)
                     elif isinstance(item, OutboundResponse):
                         self._send_response(item)
+                    elif isinstance(item, _ControllerAnswer):
+                        self._send_controller_answer(item)
                     elif isinstance(item, _UpdatePeer):
                         self._update_peer(item)
                     else:
@@ -784,6 +817,11 @@ class TrioNetworkChannel:
         connection, peer_correlation_id = entry
         if not connection.closed:
             connection.write(self._encode_response(peer_correlation_id, response))
+
+    def _send_controller_answer(self, answer: _ControllerAnswer) -> None:
+        entry = self._forget_inbound(answer.channel_id)
+        if entry is not None and not entry[0].closed:
+            entry[0].write(answer.data)
 
 
 def _moved(peer: Peer, request: OutboundRequest) -> bool:

@@ -82,6 +82,7 @@ def test_api_keys_and_versions_are_kafkas() -> None:
         "BROKER_REGISTRATION": (62, 4),
         "BROKER_HEARTBEAT": (63, 1),
         "ALLOCATE_PRODUCER_IDS": (67, 0),
+        "DESCRIBE_TOPIC_PARTITIONS": (75, 0),
     }
     # A Raft replica's ApiVersions answer does not claim the controller's APIs.
     assert not set(CONTROLLER_MAX_VERSIONS) & set(MAX_VERSIONS)

@@ -200,6 +200,7 @@ def test_api_keys_are_kafkas() -> None:
         "BROKER_REGISTRATION": 62,
         "BROKER_HEARTBEAT": 63,
         "ALLOCATE_PRODUCER_IDS": 67,
+        "DESCRIBE_TOPIC_PARTITIONS": 75,
         "ADD_RAFT_VOTER": 80,
         "REMOVE_RAFT_VOTER": 81,
         "UPDATE_RAFT_VOTER": 82,

@@ -1,0 +1,385 @@
+"""A controller node: a :class:`~kraft.runtime.node.RaftNode` of the metadata log that runs
+Kafka's :class:`~kraft.controller.quorum_controller.QuorumController` and answers the
+controller's APIs on its listener (docs/controller.md, "Serving the controller's APIs").
+
+The node's listener hands every controller request (:mod:`kraft.protocol.controller_frame`)
+to :class:`ControllerApis` (Kafka's ``ControllerApis``) instead of the Raft client; Raft
+requests go to the client as on any node. Each request becomes a call of the
+``QuorumController`` method of the same name; its future's outcome is the answer. A refusal
+(:class:`~kraft.controller.result.ControllerApiError`) is answered with its code and message,
+on every item of the response (every topic of a CreateTopics, ...). A standby answers writes
+NOT_CONTROLLER: a client finds the active controller as the Raft leader (DescribeQuorum) and
+asks it. DescribeTopicPartitions is answered from the node's metadata image (what a broker
+would answer from), on a standby too.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import logging
+import random
+from collections.abc import Callable, Mapping
+from typing import Final, TypeVar, assert_never
+
+from kraft.common.clock import Clock
+from kraft.common.ratelimit import LogLimiter
+from kraft.config import Endpoint
+from kraft.controller.configs import ConfigResource, OpType
+from kraft.controller.quorum_controller import ControllerConfig, QuorumController
+from kraft.controller.result import ApiError
+from kraft.metadata.image import MetadataImage
+from kraft.metadata.loader import MetadataLoader
+from kraft.metadata.records import ApiMessageAndVersion
+from kraft.metadata.serde import MetadataRecordSerde
+from kraft.protocol.controller_frame import ControllerRequestFrame
+from kraft.protocol.controller_messages import (
+    AllocateProducerIdsRequest,
+    AllocateProducerIdsResponse,
+    AlterConfigsResourceResponse,
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
+    ControllerRequest,
+    ControllerResponse,
+    CreatableTopicResult,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreatePartitionsTopicResult,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeletableTopicResult,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+    DescribeTopicPartitionsRequest,
+    DescribeTopicPartitionsResponse,
+    DescribeTopicPartitionsResponsePartition,
+    DescribeTopicPartitionsResponseTopic,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
+from kraft.protocol.errors import Errors
+from kraft.queue import KafkaEventQueue
+from kraft.runtime.clock import SystemClock
+from kraft.runtime.config import NodeConfig
+from kraft.runtime.node import RaftNode
+
+__all__ = ["ControllerApis", "ControllerNode", "describe_topic_partitions"]
+
+logger = logging.getLogger(__name__)
+
+R = TypeVar("R")
+
+#: How long a request without a timeout of its own (BrokerRegistration, BrokerHeartbeat, ...)
+#: may wait in the controller's queue before it is answered REQUEST_TIMED_OUT.
+DEFAULT_REQUEST_TIMEOUT_MS: Final = 30_000
+#: An unexpected failure (a bug) is logged at most this often.
+_ERROR_LOG_INTERVAL_MS: Final = 60_000
+
+Respond = Callable[[int, ControllerResponse], None]
+
+
+class ControllerApis:
+    """Answers controller requests with a :class:`QuorumController` (Kafka's
+    ``ControllerApis``). ``image`` gives the node's latest metadata image (DescribeTopicPartitions).
+    Sans-IO: :meth:`handle` takes a request and returns the future of its answer."""
+
+    def __init__(
+        self,
+        controller: QuorumController,
+        image: Callable[[], MetadataImage],
+        clock: Clock,
+        *,
+        request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
+    ) -> None:
+        self.controller = controller
+        self._image = image
+        self._clock = clock
+        self._request_timeout_ms = request_timeout_ms
+        self._error_log = LogLimiter(_ERROR_LOG_INTERVAL_MS)
+
+    def serve(self, respond: Respond) -> Callable[[int, ControllerRequestFrame], None]:
+        """A listener's sink (:data:`~kraft.runtime.inbound.ControllerRequestSink`) that
+        answers each request with ``respond(channel_id, response)`` once it is known."""
+
+        def sink(channel_id: int, frame: ControllerRequestFrame) -> None:
+            self.handle(frame.body).add_done_callback(
+                lambda done: respond(channel_id, done.result())
+            )
+
+        return sink
+
+    def handle(  # noqa: PLR0911 (one return per API)
+        self, body: ControllerRequest
+    ) -> concurrent.futures.Future[ControllerResponse]:
+        """The answer to ``body``; the future never fails (a failure is the answer's error)."""
+        controller = self.controller
+        timeout_ms = getattr(body, "timeout_ms", self._request_timeout_ms)
+        match body:
+            case BrokerRegistrationRequest():
+                return self._answer(
+                    body,
+                    controller.register_broker(body, timeout_ms=timeout_ms),
+                    lambda reply: BrokerRegistrationResponse(broker_epoch=reply.epoch),
+                )
+            case BrokerHeartbeatRequest():
+                return self._answer(
+                    body,
+                    controller.process_broker_heartbeat(body, timeout_ms=timeout_ms),
+                    lambda reply: BrokerHeartbeatResponse(
+                        is_caught_up=reply.is_caught_up,
+                        is_fenced=reply.is_fenced,
+                        should_shut_down=reply.should_shut_down,
+                    ),
+                )
+            case CreateTopicsRequest():
+                return self._answer(
+                    body, controller.create_topics(body, timeout_ms=timeout_ms), _same
+                )
+            case DeleteTopicsRequest():
+                return self._answer(
+                    body, controller.delete_topics(body, timeout_ms=timeout_ms), _same
+                )
+            case CreatePartitionsRequest():
+                return self._answer(
+                    body, controller.create_partitions(body, timeout_ms=timeout_ms), _same
+                )
+            case IncrementalAlterConfigsRequest():
+                return self._answer(
+                    body,
+                    controller.incremental_alter_configs(
+                        _config_changes(body),
+                        validate_only=body.validate_only,
+                        timeout_ms=timeout_ms,
+                    ),
+                    _alter_configs_response,
+                )
+            case AllocateProducerIdsRequest():
+                return self._answer(
+                    body,
+                    controller.allocate_producer_ids(body, timeout_ms=timeout_ms),
+                    lambda block: AllocateProducerIdsResponse(
+                        producer_id_start=block.first_producer_id, producer_id_len=block.size
+                    ),
+                )
+            case DescribeClusterRequest():
+                return self._answer(
+                    body, controller.describe_cluster(body, timeout_ms=timeout_ms), _same
+                )
+            case DescribeTopicPartitionsRequest():
+                answered: concurrent.futures.Future[ControllerResponse] = (
+                    concurrent.futures.Future()
+                )
+                answered.set_result(describe_topic_partitions(self._image(), body))
+                return answered
+            case _:
+                assert_never(body)
+
+    def _answer(
+        self,
+        body: ControllerRequest,
+        future: concurrent.futures.Future[R],
+        to_response: Callable[[R], ControllerResponse],
+    ) -> concurrent.futures.Future[ControllerResponse]:
+        answered: concurrent.futures.Future[ControllerResponse] = concurrent.futures.Future()
+
+        def done(outcome: concurrent.futures.Future[R]) -> None:
+            exc = outcome.exception()
+            if exc is None:
+                answered.set_result(to_response(outcome.result()))
+                return
+            error = ApiError.from_exception(exc)
+            if error.error is Errors.UNKNOWN_SERVER_ERROR and self._error_log.allow(
+                self._clock.now_ms()
+            ):
+                logger.error("%s failed (logged at most once a minute)", body, exc_info=exc)
+            answered.set_result(error_response(body, error))
+
+        future.add_done_callback(done)
+        return answered
+
+
+def _same(response: ControllerResponse) -> ControllerResponse:
+    return response
+
+
+def _config_changes(
+    body: IncrementalAlterConfigsRequest,
+) -> Mapping[ConfigResource, Mapping[str, tuple[OpType, str | None]]]:
+    return {
+        ConfigResource(resource.resource_type, resource.resource_name): {
+            config.name: (OpType(config.config_operation), config.value)
+            for config in resource.configs
+        }
+        for resource in body.resources
+    }
+
+
+def _alter_configs_response(
+    results: Mapping[ConfigResource, ApiError],
+) -> IncrementalAlterConfigsResponse:
+    return IncrementalAlterConfigsResponse(
+        responses=tuple(
+            AlterConfigsResourceResponse(
+                resource_type=resource.type,
+                resource_name=resource.name,
+                error_code=int(error.error),
+                error_message=error.message_or_default(),
+            )
+            for resource, error in results.items()
+        )
+    )
+
+
+def error_response(  # noqa: PLR0911 (one return per API)
+    body: ControllerRequest, error: ApiError
+) -> ControllerResponse:
+    """The answer to ``body`` refused as a whole with ``error``: on every item it names."""
+    code, message = int(error.error), error.message_or_default()
+    match body:
+        case BrokerRegistrationRequest():
+            return BrokerRegistrationResponse(error_code=code)
+        case BrokerHeartbeatRequest():
+            return BrokerHeartbeatResponse(error_code=code)
+        case CreateTopicsRequest():
+            return CreateTopicsResponse(
+                topics=tuple(
+                    CreatableTopicResult(name=t.name, error_code=code, error_message=message)
+                    for t in body.topics
+                )
+            )
+        case DeleteTopicsRequest():
+            return DeleteTopicsResponse(
+                responses=tuple(
+                    DeletableTopicResult(
+                        name=t.name, topic_id=t.topic_id, error_code=code, error_message=message
+                    )
+                    for t in body.topics
+                )
+            )
+        case CreatePartitionsRequest():
+            return CreatePartitionsResponse(
+                results=tuple(
+                    CreatePartitionsTopicResult(name=t.name, error_code=code, error_message=message)
+                    for t in body.topics
+                )
+            )
+        case IncrementalAlterConfigsRequest():
+            return IncrementalAlterConfigsResponse(
+                responses=tuple(
+                    AlterConfigsResourceResponse(
+                        resource_type=r.resource_type,
+                        resource_name=r.resource_name,
+                        error_code=code,
+                        error_message=message,
+                    )
+                    for r in body.resources
+                )
+            )
+        case AllocateProducerIdsRequest():
+            return AllocateProducerIdsResponse(error_code=code)
+        case DescribeClusterRequest():
+            return DescribeClusterResponse(error_code=code, error_message=message)
+        case DescribeTopicPartitionsRequest():
+            return DescribeTopicPartitionsResponse(
+                topics=tuple(
+                    DescribeTopicPartitionsResponseTopic(name=t.name, error_code=code)
+                    for t in body.topics
+                )
+            )
+        case _:
+            assert_never(body)
+
+
+def describe_topic_partitions(
+    image: MetadataImage, body: DescribeTopicPartitionsRequest
+) -> DescribeTopicPartitionsResponse:
+    """The topics ``body`` asks for (all when it names none) as ``image`` has them, by name."""
+    names = [t.name for t in body.topics] if body.topics else sorted(image.topics)
+    topics = []
+    for name in names:
+        topic = image.topics.get(name)
+        if topic is None:
+            topics.append(
+                DescribeTopicPartitionsResponseTopic(
+                    name=name, error_code=int(Errors.UNKNOWN_TOPIC_OR_PARTITION)
+                )
+            )
+            continue
+        partitions = tuple(
+            DescribeTopicPartitionsResponsePartition(
+                partition_index=index,
+                leader_id=p.leader,
+                leader_epoch=p.leader_epoch,
+                replica_nodes=tuple(p.replicas),
+                isr_nodes=tuple(p.isr),
+            )
+            for index, p in sorted(topic.partitions.items())
+        )
+        topics.append(
+            DescribeTopicPartitionsResponseTopic(
+                name=name, topic_id=topic.id, partitions=partitions
+            )
+        )
+    return DescribeTopicPartitionsResponse(topics=tuple(topics))
+
+
+class ControllerNode:
+    """A controller process's parts: the :class:`RaftNode` of the metadata log (serde
+    :class:`~kraft.metadata.serde.MetadataRecordSerde`), its :class:`MetadataLoader`, and a
+    :class:`QuorumController` on a :class:`~kraft.queue.KafkaEventQueue` thread, answering the
+    controller's APIs on the node's listener. ``start``, then ``close``."""
+
+    def __init__(self, config: NodeConfig, controller_config: ControllerConfig) -> None:
+        self.config = config
+        self._controller_config = controller_config
+        self._apis: ControllerApis | None = None
+        self.node: RaftNode[ApiMessageAndVersion] = RaftNode.from_config(
+            config, MetadataRecordSerde(), controller_requests=self._on_request
+        )
+        self.loader: MetadataLoader | None = None
+        self.controller: QuorumController | None = None
+        self._queue: KafkaEventQueue | None = None
+
+    def _on_request(self, channel_id: int, frame: ControllerRequestFrame) -> None:
+        apis = self._apis
+        if apis is None:  # still starting: no controller to answer yet
+            self.node.respond_controller(
+                channel_id,
+                error_response(frame.body, ApiError(Errors.NOT_CONTROLLER, "starting")),
+            )
+            return
+        apis.serve(self.node.respond_controller)(channel_id, frame)
+
+    def start(self) -> None:
+        """Start the node, then its loader and controller (errors as ``RaftNode.start``)."""
+        self.node.start()
+        client = self.node.client
+        clock = SystemClock()
+        self.loader = MetadataLoader(client)
+        client.register(self.loader)
+        self._queue = KafkaEventQueue(clock, f"kraft-{self.config.node_id}-controller-")
+        cluster_id = self.node.cluster_id or ""
+        # Brokers register with the cluster id of the node's meta.properties.
+        config = dataclasses.replace(self._controller_config, cluster_id=cluster_id)
+        self.controller = QuorumController(
+            self.config.node_id, client, self._queue, clock, config=config, rng=random.Random()
+        )
+        loader = self.loader
+        self._apis = ControllerApis(self.controller, lambda: loader.image, clock)
+
+    @property
+    def listen_address(self) -> Endpoint:
+        return self.node.listen_address
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        return self.node.wait(timeout_s)
+
+    def close(self) -> None:
+        """Stop the node, then the controller's queue."""
+        self.node.close()
+        if self._queue is not None:
+            self._queue.close()
