@@ -5,11 +5,13 @@ of an in-memory quorum; refusals as the response's error codes."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 
 import pytest
 from harness import ControllerQuorum
 
 from kraft.controller.quorum_controller import QuorumController
+from kraft.metadata.image import MetadataImage
 from kraft.protocol.controller_frame import (
     ControllerRequestFrame,
     ControllerResponseFrameDecoder,
@@ -61,11 +63,12 @@ class Apis:
     def __init__(self, quorum: ControllerQuorum) -> None:
         self.quorum = quorum
         self.apis = {
-            node_id: ControllerApis(
-                controller, lambda node_id=node_id: quorum.loaders[node_id].image, quorum.clock
-            )
+            node_id: ControllerApis(controller, self._image_of(node_id), quorum.clock)
             for node_id, controller in quorum.controllers.items()
         }
+
+    def _image_of(self, node_id: int) -> Callable[[], MetadataImage]:
+        return lambda: self.quorum.loaders[node_id].image
 
     def ask(self, node_id: int, body: ControllerRequest) -> ControllerResponse:
         decoder = NodeRequestFrameDecoder()
