@@ -23,7 +23,20 @@ from collections.abc import Callable, Sequence
 from importlib import metadata
 from types import ModuleType
 
-from kraft.cli import analyze, features, log_dump, metadata_shell, node, quorum, sim, storage
+from kraft.cli import (
+    analyze,
+    broker,
+    cluster,
+    controller,
+    features,
+    log_dump,
+    metadata_shell,
+    node,
+    quorum,
+    sim,
+    storage,
+    topics,
+)
 from kraft.errors import KraftError
 
 __all__ = ["COMMAND_GROUPS", "build_parser", "main"]
@@ -34,6 +47,10 @@ COMMAND_GROUPS: tuple[ModuleType, ...] = (
     node,
     quorum,
     features,
+    controller,
+    topics,
+    cluster,
+    broker,
     log_dump,
     metadata_shell,
     sim,

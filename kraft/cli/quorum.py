@@ -73,6 +73,7 @@ from kraft.runtime.tls import TlsConfig
 
 __all__ = [
     "AppendResult",
+    "LeaderRounds",
     "add_change_arguments",
     "add_connection_arguments",
     "append_values",
@@ -537,7 +538,7 @@ def send_change(
     answered for good or ``timeout_s`` passes (the module docstring says which answers are
     tried again, and when ``done_already`` is checked with ``made``); ``None`` once the change
     is made, else the error (Kafka's name and message, or what went wrong)."""
-    rounds = _LeaderRounds(bootstrap, timeout_s, cluster_id, tls)
+    rounds = LeaderRounds(bootstrap, timeout_s, cluster_id, tls)
     #: An earlier attempt may have made the change (its answer was lost, or timed out).
     maybe_made = False
     for leader, remaining_s in rounds:
@@ -571,7 +572,7 @@ def send_change(
     return rounds.gave_up()
 
 
-class _LeaderRounds:
+class LeaderRounds:
     """The retry loop of the commands that need the leader: each round finds it afresh
     (after a pause, once a round went wrong) and yields it with the seconds left, until
     ``timeout_s`` passes. ``problem`` says what went wrong last."""
@@ -649,7 +650,7 @@ def append_values(
     """
     if not values:
         raise ValueError("no values to append")
-    rounds = _LeaderRounds(bootstrap, timeout_s, cluster_id, tls)
+    rounds = LeaderRounds(bootstrap, timeout_s, cluster_id, tls)
     for leader, left_s in rounds:
         remaining_s = max(0.001, left_s)
         body = ForwardAppendRequest(records=tuple(values), timeout_ms=int(remaining_s * 1000))

@@ -24,6 +24,9 @@ for the quorum's timers, TLS and metrics::
     [metrics]                                 # optional: Prometheus on host:port
     prometheus = "127.0.0.1:9101"
 
+    [controller]                              # optional: kraft controller start's
+    session_timeout_ms = 9000                 # ControllerConfig fields, Kafka's defaults
+
 A node of a dynamic quorum (KIP-853, ``kraft storage format --standalone |
 --initial-controllers | --no-initial-controllers``) has no ``voters``: its voters are in its
 log, it finds the leader through ``bootstrap_servers`` (Kafka's
@@ -54,6 +57,7 @@ from kraft.config import (
     parse_endpoint,
     parse_voters,
 )
+from kraft.controller.quorum_controller import ControllerConfig
 from kraft.protocol.frame import DEFAULT_MAX_FRAME_SIZE, MAX_FRAME_SIZE_LIMIT
 from kraft.runtime.limits import ConnectionLimits
 from kraft.runtime.tls import DEFAULT_PEER_ID_FORMAT, TlsConfig
@@ -77,6 +81,7 @@ _TOP_KEYS = frozenset(
         "quorum",
         "tls",
         "metrics",
+        "controller",
     }
 )
 #: The top-level keys of :class:`~kraft.runtime.limits.ConnectionLimits`.
@@ -102,6 +107,10 @@ _QUORUM_TYPES: dict[str, type] = {
     if f.name not in ("voters", "bootstrap_servers")
 }
 _QUORUM_KEYS = frozenset(_QUORUM_TYPES)
+#: ControllerConfig fields a [controller] table may set (the cluster id is the node's).
+_CONTROLLER_KEYS = tuple(
+    f.name for f in dataclasses.fields(ControllerConfig) if f.name != "cluster_id"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +133,8 @@ class NodeConfig:
     #: What peers' connections may hold (the top-level keys ``max_connections``,
     #: ``max_connections_per_ip``, ``connections_max_idle_ms``, ``queued_max_request_bytes``).
     limits: ConnectionLimits = dataclasses.field(default_factory=ConnectionLimits)
+    #: The ``[controller]`` table: read by ``kraft controller start`` only.
+    controller: ControllerConfig = dataclasses.field(default_factory=ControllerConfig)
 
     def __post_init__(self) -> None:
         if self.node_id < 0:
@@ -231,6 +242,15 @@ def _prometheus_endpoint(metrics_table: Mapping[str, Any]) -> Endpoint | None:
     )
 
 
+def _controller_config(table: Mapping[str, Any]) -> ControllerConfig:
+    _unknown(table, frozenset(_CONTROLLER_KEYS), "[controller]")
+    values = {key: _expect(table[key], int, f"controller.{key}") for key in table}
+    try:
+        return ControllerConfig(**values)
+    except ValueError as exc:
+        raise ConfigError(f"[controller]: {exc}") from exc
+
+
 def node_config_from_mapping(data: Mapping[str, Any], base_dir: Path) -> NodeConfig:
     """Build a :class:`NodeConfig` from parsed TOML; relative paths are under ``base_dir``."""
     _unknown(data, _TOP_KEYS, "top level")
@@ -260,6 +280,9 @@ def node_config_from_mapping(data: Mapping[str, Any], base_dir: Path) -> NodeCon
     limits = {key: _expect(data[key], int, key) for key in _LIMIT_KEYS if key in data}
     if limits:
         extra["limits"] = ConnectionLimits(**limits)
+    controller_table = _table(data, "controller")
+    if controller_table is not None:
+        extra["controller"] = _controller_config(controller_table)
     return NodeConfig(
         node_id=node_id,
         data_dir=data_dir,

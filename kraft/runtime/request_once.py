@@ -1,19 +1,30 @@
 """``request_once``: one request on its own connection, for command-line tools
-(``kraft quorum describe``); the replicas' long-lived connections are
+(``kraft quorum describe``); ``controller_request_once`` the same for the controller's APIs
+(``kraft topics``, ``kraft broker simulate``). The replicas' long-lived connections are
 :class:`~kraft.runtime.transport.TrioNetworkChannel`'s."""
 
 from __future__ import annotations
 
 import ssl
+from typing import TypeVar
 
 import trio
 
 from kraft.config import Endpoint
 from kraft.errors import TransportError
+from kraft.protocol.controller_frame import (
+    ControllerResponseFrame,
+    ControllerResponseFrameDecoder,
+    controller_request_header,
+    encode_controller_request,
+)
+from kraft.protocol.controller_messages import ControllerRequest, ControllerResponse
 from kraft.protocol.errors import FrameError
 from kraft.protocol.frame import (
     DEFAULT_MAX_FRAME_SIZE,
+    FrameDecoder,
     RequestHeader,
+    ResponseFrame,
     ResponseFrameDecoder,
     encode_request,
 )
@@ -21,7 +32,9 @@ from kraft.protocol.messages import Request, Response
 from kraft.runtime.connection import IO_ERRORS, READ_CHUNK_SIZE, describe_error
 from kraft.runtime.tls import TlsConfig
 
-__all__ = ["request_once"]
+__all__ = ["controller_request_once", "request_once"]
+
+F = TypeVar("F", ResponseFrame, ControllerResponseFrame)
 
 
 def request_once(
@@ -42,32 +55,71 @@ def request_once(
     ``body``. An error *in* the response (its ``error_code``) is returned, not raised.
     """
     context = tls.client_context() if tls is not None else None
-    correlation_id = 1
-    header = RequestHeader.for_body(body, correlation_id, cluster_id=cluster_id)
+    header = RequestHeader.for_body(body, _CORRELATION_ID, cluster_id=cluster_id)
     try:
         data = encode_request(header, body, max_frame_size=max_frame_size)
     except FrameError as exc:
         raise TransportError(f"cannot send {type(body).__name__} to {address}: {exc}") from exc
-    name = type(body).__name__
-    try:
-        frame_body = trio.run(
-            _request_once, address, data, correlation_id, context, max_frame_size, timeout_s
+    frame = _exchange(
+        address, data, type(body).__name__, context, ResponseFrameDecoder(max_frame_size), timeout_s
+    )
+    if frame.body.API_KEY != body.API_KEY:
+        raise TransportError(
+            f"{address} answered {type(body).__name__} with a {type(frame.body).__name__}"
         )
+    return frame.body
+
+
+def controller_request_once(
+    address: Endpoint,
+    body: ControllerRequest,
+    *,
+    cluster_id: str | None,
+    timeout_s: float,
+    tls: TlsConfig | None = None,
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+) -> ControllerResponse:
+    """:func:`request_once` for a controller's API (a controller node answers it)."""
+    context = tls.client_context() if tls is not None else None
+    header = controller_request_header(body, _CORRELATION_ID, cluster_id=cluster_id)
+    try:
+        data = encode_controller_request(header, body, max_frame_size=max_frame_size)
+    except FrameError as exc:
+        raise TransportError(f"cannot send {type(body).__name__} to {address}: {exc}") from exc
+    decoder = ControllerResponseFrameDecoder(max_frame_size)
+    frame = _exchange(address, data, type(body).__name__, context, decoder, timeout_s)
+    if frame.body.API_KEY != body.API_KEY:
+        raise TransportError(
+            f"{address} answered {type(body).__name__} with a {type(frame.body).__name__}"
+        )
+    return frame.body
+
+
+#: The one request of a connection goes under this correlation id.
+_CORRELATION_ID = 1
+
+
+def _exchange(
+    address: Endpoint,
+    data: bytes,
+    name: str,
+    context: ssl.SSLContext | None,
+    decoder: FrameDecoder[F],
+    timeout_s: float,
+) -> F:
+    try:
+        return trio.run(_request_once, address, data, context, decoder, timeout_s)
     except trio.TooSlowError:
         raise TransportError(f"{address}: no answer to {name} within {timeout_s} s") from None
-    if frame_body.API_KEY != body.API_KEY:
-        raise TransportError(f"{address} answered {name} with a {type(frame_body).__name__}")
-    return frame_body
 
 
 async def _request_once(
     address: Endpoint,
     data: bytes,
-    correlation_id: int,
     context: ssl.SSLContext | None,
-    max_frame_size: int,
+    decoder: FrameDecoder[F],
     timeout_s: float,
-) -> Response:
+) -> F:
     with trio.fail_after(timeout_s):
         try:
             stream: trio.abc.Stream = await trio.open_tcp_stream(address.host, address.port)
@@ -84,7 +136,7 @@ async def _request_once(
                     ) from exc
             try:
                 await stream.send_all(data)
-                return await _read_one_response(stream, correlation_id, max_frame_size, address)
+                return await _read_one_response(stream, decoder, address)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                 raise TransportError(
                     f"connection to {address} failed: {describe_error(exc)}"
@@ -94,21 +146,20 @@ async def _request_once(
 
 
 async def _read_one_response(
-    stream: trio.abc.Stream, correlation_id: int, max_frame_size: int, address: Endpoint
-) -> Response:
-    decoder = ResponseFrameDecoder(max_frame_size)
+    stream: trio.abc.Stream, decoder: FrameDecoder[F], address: Endpoint
+) -> F:
     try:
         while data := await stream.receive_some(READ_CHUNK_SIZE):
             decoder.feed(data)
             frame = decoder.next_frame()
             if frame is None:
                 continue
-            if frame.header.correlation_id != correlation_id:
+            if frame.header.correlation_id != _CORRELATION_ID:
                 raise TransportError(
                     f"{address} answered correlation id {frame.header.correlation_id}, "
-                    f"expected {correlation_id}"
+                    f"expected {_CORRELATION_ID}"
                 )
-            return frame.body
+            return frame
         decoder.feed_eof()
     except FrameError as exc:
         raise TransportError(f"{address} sent a bad response: {exc}") from exc
