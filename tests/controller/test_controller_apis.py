@@ -32,6 +32,7 @@ from kraft.protocol.controller_messages import (
     ControllerRequest,
     ControllerResponse,
     CreatableTopic,
+    CreatableTopicConfig,
     CreateTopicsRequest,
     CreateTopicsResponse,
     DeleteTopicsRequest,
@@ -259,3 +260,27 @@ def test_a_header_naming_another_api_than_its_body_is_malformed() -> None:
     decoder.feed(encode_controller_request(lying, body))
     with pytest.raises(MalformedFrameError, match="header API key 62"):
         decoder.next_frame()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the config existence check refuses the configs of a topic being created: the "
+    "topic does not exist yet (Kafka's ConfigResourceExistenceChecker lets a creation's own "
+    "topic through); ReplicationControlManager.create_topics / the lead's checker",
+)
+def test_a_topic_is_created_with_its_configs(quorum: ControllerQuorum) -> None:
+    leader = quorum.wait_active().node_id
+    apis = Apis(quorum)
+    unfence_all(apis, leader)
+    created = apis.ask(
+        leader,
+        CreateTopicsRequest(
+            topics=(
+                CreatableTopic(
+                    name="logs", configs=(CreatableTopicConfig("retention.ms", "1000"),)
+                ),
+            )
+        ),
+    )
+    assert isinstance(created, CreateTopicsResponse)
+    assert created.topics[0].error_code == 0, created.topics[0].error_message

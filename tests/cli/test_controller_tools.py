@@ -1,0 +1,207 @@
+"""The controller's tools: the ``[controller]`` table, how a client recognises NOT_CONTROLLER,
+a simulated broker's steps (a fake client, no sockets), and ``kraft topics``, ``kraft cluster
+describe`` and ``kraft broker simulate`` against a one-node controller quorum in this process
+(real sockets on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kraft.cli.broker import SimulatedBroker
+from kraft.cli.controller_client import ControllerClient, is_not_controller
+from kraft.cli.main import main
+from kraft.cli.quorum import describe_quorum
+from kraft.config import ConfigError, parse_bootstrap_servers
+from kraft.log.meta_properties import format_storage, random_uuid
+from kraft.protocol.controller_messages import (
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
+    ControllerRequest,
+    ControllerResponse,
+    CreatableTopicResult,
+    CreateTopicsResponse,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+    DescribeTopicPartitionsResponse,
+)
+from kraft.protocol.errors import Errors
+from kraft.runtime.config import node_config_from_mapping
+from kraft.runtime.controller_node import ControllerNode
+from kraft.runtime.processes import LOOPBACK_TIMERS, free_ports
+
+
+def _config(tmp_path: Path, **controller: int) -> dict[str, object]:
+    data: dict[str, object] = {
+        "node_id": 1,
+        "data_dir": "data",
+        "voters": "1@127.0.0.1:9091",
+    }
+    if controller:
+        data["controller"] = controller
+    return data
+
+
+def test_the_controller_table_sets_the_controller_config(tmp_path: Path) -> None:
+    config = node_config_from_mapping(
+        _config(tmp_path, session_timeout_ms=3000, default_replication_factor=3), tmp_path
+    )
+    assert config.controller.session_timeout_ms == 3000
+    assert config.controller.default_replication_factor == 3
+    assert config.controller.max_idle_interval_ms == 500  # Kafka's default stays
+    assert node_config_from_mapping(_config(tmp_path), tmp_path).controller.session_timeout_ms == (
+        9000
+    )
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ({"cluster_id": 5}, "unknown key"),
+        ({"session_timeout_ms": "9s"}, "controller.session_timeout_ms"),
+        ({"session_timeout_ms": 0}, "session_timeout_ms must be >= 1"),
+    ],
+)
+def test_a_bad_controller_table_is_refused(
+    tmp_path: Path, table: dict[str, object], message: str
+) -> None:
+    data = _config(tmp_path)
+    data["controller"] = table
+    with pytest.raises(ConfigError, match=message):
+        node_config_from_mapping(data, tmp_path)
+
+
+def test_not_controller_is_recognised_on_the_top_level_or_every_item() -> None:
+    assert is_not_controller(BrokerRegistrationResponse(error_code=Errors.NOT_CONTROLLER))
+    assert not is_not_controller(BrokerRegistrationResponse(error_code=Errors.STALE_BROKER_EPOCH))
+    refused = CreatableTopicResult(name="a", error_code=Errors.NOT_CONTROLLER)
+    assert is_not_controller(CreateTopicsResponse(topics=(refused, refused)))
+    # One topic refused for its own reason: the controller answered.
+    exists = CreatableTopicResult(name="b", error_code=Errors.TOPIC_ALREADY_EXISTS)
+    assert not is_not_controller(CreateTopicsResponse(topics=(refused, exists)))
+    assert not is_not_controller(DescribeTopicPartitionsResponse())
+
+
+class _FakeClient(ControllerClient):
+    """Answers from a script, records what was sent."""
+
+    def __init__(self, answers: list[ControllerResponse]) -> None:
+        super().__init__([])
+        self.answers = answers
+        self.sent: list[ControllerRequest] = []
+
+    def send(self, body: ControllerRequest, timeout_s: float) -> ControllerResponse:
+        self.sent.append(body)
+        return self.answers.pop(0)
+
+
+def test_a_simulated_broker_registers_heartbeats_and_registers_again_when_stale() -> None:
+    broker = SimulatedBroker(4, "cluster")
+    client = _FakeClient(
+        [
+            BrokerRegistrationResponse(broker_epoch=12),
+            BrokerHeartbeatResponse(is_fenced=True),
+            BrokerHeartbeatResponse(is_fenced=False, is_caught_up=True),
+            BrokerHeartbeatResponse(error_code=Errors.STALE_BROKER_EPOCH),
+            BrokerRegistrationResponse(broker_epoch=40),
+        ]
+    )
+    events = [broker.step(client, 1.0) for _ in range(5)]
+    assert events == [
+        {"event": "registered", "broker": 4, "epoch": 12},
+        None,
+        {"event": "unfenced", "broker": 4},
+        {"event": "error", "broker": 4, "error": "STALE_BROKER_EPOCH"},
+        {"event": "registered", "broker": 4, "epoch": 40},
+    ]
+    registration, beat = client.sent[0], client.sent[1]
+    assert isinstance(registration, BrokerRegistrationRequest)
+    assert registration.cluster_id == "cluster" and registration.log_dirs
+    assert registration.listeners[0].port == 9092 + 4
+    # It reports its registration as read: what the controller waits for to unfence it.
+    assert isinstance(beat, BrokerHeartbeatRequest)
+    assert (beat.broker_epoch, beat.current_metadata_offset) == (12, 12)
+    assert client.sent[4] == registration  # the same incarnation registers again
+
+
+@pytest.fixture
+def controller(tmp_path: Path) -> Iterator[str]:
+    """A one-node controller quorum in this process; its address."""
+    [port] = free_ports(1)
+    format_storage(tmp_path / "data", random_uuid(), 1)
+    data = _config(tmp_path, max_idle_interval_ms=100)
+    data["voters"] = f"1@127.0.0.1:{port}"
+    data["quorum"] = dict(LOOPBACK_TIMERS)
+    config = node_config_from_mapping(data, tmp_path)
+    node = ControllerNode(config, config.controller)
+    node.start()
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        node.close()
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_the_tools_against_a_controller_node(
+    controller: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    b = ["-b", controller, "--timeout", "20"]
+    code, out, _ = _run(
+        capsys,
+        *("broker", "simulate", "--count", "2", "--interval", "0.1", "--duration", "2", *b),
+    )
+    events = [json.loads(line) for line in out.splitlines()]
+    assert code == 0
+    assert {e["broker"] for e in events if e["event"] == "unfenced"} == {1, 2}
+
+    code, out, _ = _run(capsys, "cluster", "describe", "--json", *b)
+    cluster = json.loads(out)
+    assert code == 0 and cluster["controller_id"] == 1
+    assert [broker["id"] for broker in cluster["brokers"]] == [1, 2]
+
+    code, out, err = _run(
+        capsys,
+        *("topics", "create", "--topic", "t", "--partitions", "2", "--replication-factor", "2"),
+        *("--json", *b),
+    )
+    assert code == 0, err
+    assert json.loads(out)["partitions"] == 2
+
+    code, _, err = _run(capsys, "topics", "create", "--topic", "t", *b)
+    assert code == 1 and "TOPIC_ALREADY_EXISTS" in err
+
+    code, out, _ = _run(capsys, "topics", "describe", "--topic", "t", "--json", *b)
+    [topic] = json.loads(out)["topics"]
+    assert code == 0 and [p["partition"] for p in topic["partitions"]] == [0, 1]
+    assert all(sorted(p["replicas"]) == [1, 2] for p in topic["partitions"])
+
+    code, out, _ = _run(capsys, "topics", "describe", *b)
+    assert code == 0 and "Partition: 1" in out
+
+    code, out, _ = _run(capsys, "topics", "list", *b)
+    assert (code, out) == (0, "t\n")
+
+    code, _, _ = _run(capsys, "topics", "delete", "--topic", "t", *b)
+    assert code == 0
+    code, _, err = _run(capsys, "topics", "describe", "--topic", "t", *b)
+    assert code == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in err
+
+    code, _, err = _run(capsys, "topics", "create", "--topic", "u", "--topic-config", "x", *b)
+    assert code == 2 and "NAME=VALUE" in err
+
+
+def test_a_controller_node_still_answers_raft_requests(controller: str) -> None:
+    bootstrap = parse_bootstrap_servers(controller)
+    assert describe_quorum(bootstrap, timeout_s=10).leader_id == 1
+    answer = ControllerClient(bootstrap).send(DescribeClusterRequest(), 10)
+    assert isinstance(answer, DescribeClusterResponse) and answer.controller_id == 1
