@@ -62,7 +62,7 @@ from kraft.protocol.controller_messages import (
     IncrementalAlterConfigsResponse,
 )
 from kraft.protocol.errors import Errors
-from kraft.queue import KafkaEventQueue
+from kraft.queue import EventTimeoutError, KafkaEventQueue, RejectedExecutionError
 from kraft.runtime.clock import SystemClock
 from kraft.runtime.config import NodeConfig
 from kraft.runtime.node import RaftNode
@@ -191,7 +191,7 @@ class ControllerApis:
             if exc is None:
                 answered.set_result(to_response(outcome.result()))
                 return
-            error = ApiError.from_exception(exc)
+            error = _api_error(exc)
             if error.error is Errors.UNKNOWN_SERVER_ERROR and self._error_log.allow(
                 self._clock.now_ms()
             ):
@@ -200,6 +200,15 @@ class ControllerApis:
 
         future.add_done_callback(done)
         return answered
+
+
+def _api_error(exc: BaseException) -> ApiError:
+    """The error a failed call is answered with: REQUEST_TIMED_OUT for an event that never
+    ran (its deadline passed, or the queue is shutting down: Kafka's
+    ``EventHandlerExceptionInfo`` makes both a ``TimeoutException``), else the call's own."""
+    if isinstance(exc, EventTimeoutError | RejectedExecutionError):
+        return ApiError(Errors.REQUEST_TIMED_OUT, str(exc))
+    return ApiError.from_exception(exc)
 
 
 def _same(response: ControllerResponse) -> ControllerResponse:

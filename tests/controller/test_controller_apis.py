@@ -284,3 +284,16 @@ def test_a_topic_is_created_with_its_configs(quorum: ControllerQuorum) -> None:
     )
     assert isinstance(created, CreateTopicsResponse)
     assert created.topics[0].error_code == 0, created.topics[0].error_message
+
+
+def test_a_request_that_never_ran_is_answered_request_timed_out(quorum: ControllerQuorum) -> None:
+    leader = quorum.wait_active().node_id
+    apis = Apis(quorum)
+    # The controller's queue runs nothing until the quorum steps: a 0 ms deadline passes.
+    answer = apis.apis[leader].handle(
+        CreateTopicsRequest(topics=(CreatableTopic(name="late"),), timeout_ms=0)
+    )
+    quorum.clock.advance(1)
+    response = quorum.result(answer)
+    assert isinstance(response, CreateTopicsResponse)
+    assert response.topics[0].error_code == Errors.REQUEST_TIMED_OUT
