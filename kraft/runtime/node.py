@@ -83,7 +83,12 @@ T = TypeVar("T")
 
 
 class RaftNode(Generic[T]):
-    """A replica of a KRaft quorum with its disk, network and driver thread."""
+    """A replica of a KRaft quorum with its disk, network and driver thread.
+
+    ``controller_requests``: where the listener hands the controller's requests (a controller
+    node, :mod:`kraft.runtime.controller_node`; answered with :meth:`respond_controller`);
+    ``None``, a Raft replica only, refuses them as malformed frames.
+    """
 
     def __init__(
         self,
