@@ -345,7 +345,8 @@ class ControllerNode:
     def __init__(self, config: NodeConfig, controller_config: ControllerConfig) -> None:
         self.config = config
         self._controller_config = controller_config
-        self._apis: ControllerApis | None = None
+        #: The listener's sink once the controller runs (ControllerApis.serve).
+        self._serve: Callable[[int, ControllerRequestFrame], None] | None = None
         self.node: RaftNode[ApiMessageAndVersion] = RaftNode.from_config(
             config, MetadataRecordSerde(), controller_requests=self._on_request
         )
@@ -354,14 +355,14 @@ class ControllerNode:
         self._queue: KafkaEventQueue | None = None
 
     def _on_request(self, channel_id: int, frame: ControllerRequestFrame) -> None:
-        apis = self._apis
-        if apis is None:  # still starting: no controller to answer yet
+        serve = self._serve
+        if serve is None:  # still starting: no controller to answer yet
             self.node.respond_controller(
                 channel_id,
                 error_response(frame.body, ApiError(Errors.NOT_CONTROLLER, "starting")),
             )
             return
-        apis.serve(self.node.respond_controller)(channel_id, frame)
+        serve(channel_id, frame)
 
     def start(self) -> None:
         """Start the node, then its loader and controller (errors as ``RaftNode.start``)."""
@@ -378,7 +379,8 @@ class ControllerNode:
             self.config.node_id, client, self._queue, clock, config=config, rng=random.Random()
         )
         loader = self.loader
-        self._apis = ControllerApis(self.controller, lambda: loader.image, clock)
+        apis = ControllerApis(self.controller, lambda: loader.image, clock)
+        self._serve = apis.serve(self.node.respond_controller)
 
     @property
     def listen_address(self) -> Endpoint:
