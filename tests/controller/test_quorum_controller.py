@@ -10,13 +10,21 @@ from harness import ControllerQuorum
 
 from kraft.controller.errors import NotControllerError
 from kraft.controller.result import ControllerResult
-from kraft.metadata.records import FeatureLevelRecord, NoOpRecord
+from kraft.errors import FatalFaultError
+from kraft.metadata.records import (
+    FeatureLevelRecord,
+    NoOpRecord,
+    PartitionRecord,
+    at_latest_version,
+)
 from kraft.protocol.controller_messages import (
     AllocateProducerIdsRequest,
     BrokerRegistrationRequest,
     Listener,
     RegistrationFeature,
 )
+from kraft.queue import RejectedExecutionError
+from kraft.record.typed import Batch
 
 CLUSTER_ID = "kraft-test-cluster-0001"
 
@@ -134,3 +142,25 @@ def test_an_operation_that_writes_nothing_answers_at_once_when_nothing_waits(
     queue = quorum.queues[active.node_id]
     queue.run_until_idle()
     assert future.result(timeout=0) == 7
+
+
+def test_a_record_that_cannot_be_replayed_stops_the_controller(quorum: ControllerQuorum) -> None:
+    active = quorum.wait_active()
+    standby = next(c for c in quorum.controllers.values() if c is not active)
+    faults: list[FatalFaultError] = []
+    standby._on_fault = faults.append
+    orphan = PartitionRecord(partition_id=0, topic_id=uuid.UUID(int=7), replicas=(1,), isr=(1,))
+    batch = Batch(
+        base_offset=10_000,
+        last_offset=10_000,
+        epoch=1,
+        append_timestamp_ms=0,
+        size_in_bytes=0,
+        records=[at_latest_version(orphan)],
+    )
+    standby._enqueue_control("bogus", lambda: standby._handle_commit([batch]))
+    quorum.step()
+    assert standby.fault is not None and faults == [standby.fault]
+    assert "PartitionRecord at offset 10000" in str(standby.fault)
+    with pytest.raises(RejectedExecutionError):
+        standby.register_broker(registration(1)).result(timeout=0)
