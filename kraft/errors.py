@@ -163,5 +163,5 @@ class TransportError(KraftError):
 
 
 class FatalFaultError(KraftError):
-    """The Raft driver thread stopped on an unexpected exception (the cause); the node is
-    stopping and refuses further work."""
+    """A driver stopped on an unexpected exception (the cause): the Raft driver thread, or a
+    controller that could not replay a record. The node is stopping and refuses further work."""

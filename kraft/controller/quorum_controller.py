@@ -45,6 +45,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
 from kraft.common.clock import Clock
+from kraft.common.ratelimit import LogLimiter
 from kraft.controller.cluster_control import BrokerRegistrationReply, ClusterControlManager
 from kraft.controller.configs import (
     ConfigResource,
@@ -59,7 +60,7 @@ from kraft.controller.offsets import OffsetControl
 from kraft.controller.producer_ids import ProducerIdControlManager, ProducerIdsBlock
 from kraft.controller.replication import BrokerHeartbeatReply, ReplicationControlManager
 from kraft.controller.result import ApiError, ControllerApiError, ControllerResult
-from kraft.errors import KraftError, NotLeaderError
+from kraft.errors import FatalFaultError, KraftError, NotLeaderError
 from kraft.metadata.records import (
     ApiMessageAndVersion,
     BrokerRegistrationChangeRecord,
@@ -293,7 +294,9 @@ class QuorumController:
     ``raft_client`` is this node's client for the metadata log (its serde
     :class:`~kraft.metadata.serde.MetadataRecordSerde`); ``queue`` runs the controller, on
     ``clock`` (the controller closes nothing it was given); ``rng`` draws topic ids and replica
-    placements (seed it for a deterministic run). Public calls may come from any thread and
+    placements (seed it for a deterministic run). A record that cannot be replayed is a fatal
+    fault: the controller stops its queue, keeps the fault in :attr:`fault` and calls
+    ``on_fault`` (the runtime stops the node). Public calls may come from any thread and
     return ``concurrent.futures.Future``s, completed on the queue's thread.
     """
 
@@ -306,6 +309,7 @@ class QuorumController:
         *,
         config: ControllerConfig | None = None,
         rng: random.Random | None = None,
+        on_fault: Callable[[FatalFaultError], None] | None = None,
     ) -> None:
         self.node_id = node_id
         self.config = config or ControllerConfig()
@@ -318,6 +322,11 @@ class QuorumController:
         self._deferred = DeferredEventQueue()
         self._claim_epoch = -1
         self._latest_leader_id: int | None = None
+        self._on_fault = on_fault
+        #: The fatal fault that stopped the controller, if any.
+        self.fault: FatalFaultError | None = None
+        #: Refused requests are logged at most once a second: a client can repeat them.
+        self._refusal_log = LogLimiter(1_000)
         #: Whether any record was ever replayed (an empty log gets the bootstrap records).
         self._replayed_any = False
         registry = self.snapshot_registry
@@ -421,8 +430,12 @@ class QuorumController:
     def _handle_event_exception(self, name: str, exc: BaseException) -> BaseException:
         """Log a failed event; what its caller is told. A refused append (this node no longer
         leads) and any unexpected failure while active make the controller renounce."""
+        if isinstance(exc, FatalFaultError):
+            self._fail(name, exc)
+            return exc
         if isinstance(exc, ControllerApiError):
-            logger.info("%s: %s", name, exc)
+            if self._refusal_log.allow(self._clock.now_ms()):
+                logger.info("%s: %s", name, exc)
             return exc
         if isinstance(exc, EventTimeoutError):
             logger.info("%s: timed out before it started", name)
@@ -439,6 +452,15 @@ class QuorumController:
         if self.is_active:
             self._renounce()
         return exc
+
+    def _fail(self, name: str, fault: FatalFaultError) -> None:
+        """This node's state can no longer be trusted (Kafka's fatal fault handler): stop the
+        queue, so that nothing more is replayed or answered, and tell the owner."""
+        logger.critical("%s: %s; the controller stops", name, fault, exc_info=fault)
+        self.fault = fault
+        self._queue.begin_shutdown("a fatal fault in the controller")
+        if self._on_fault is not None:
+            self._on_fault(fault)
 
     # -- Raft events ------------------------------------------------------------------------
     def _handle_commit(self, batches: list[Batch[ApiMessageAndVersion]]) -> None:
@@ -545,9 +567,16 @@ class QuorumController:
     def _replay(self, record: ApiMessageAndVersion, offset: int) -> None:
         """Apply ``record`` (at ``offset``) to the manager that owns its kind (Kafka's
         ``QuorumController.replay``). A record that cannot be applied means this node's state
-        and the log disagree: it propagates, and the queue's caller treats it as fatal."""
+        and the log disagree: :class:`~kraft.errors.FatalFaultError`."""
         self._replayed_any = True
-        message: MetadataRecord = record.message
+        try:
+            self._apply(record.message, offset)
+        except Exception as exc:
+            raise FatalFaultError(
+                f"cannot replay the {type(record.message).__name__} at offset {offset}: {exc}"
+            ) from exc
+
+    def _apply(self, message: MetadataRecord, offset: int) -> None:
         match message:
             case (
                 RegisterBrokerRecord()

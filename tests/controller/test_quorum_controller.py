@@ -4,19 +4,29 @@ claim and bootstrap, writes answered on commit, standbys replaying, renounce rev
 from __future__ import annotations
 
 import uuid
+from functools import partial
 
 import pytest
 from harness import ControllerQuorum
 
 from kraft.controller.errors import NotControllerError
+from kraft.controller.quorum_controller import QuorumController
 from kraft.controller.result import ControllerResult
-from kraft.metadata.records import FeatureLevelRecord, NoOpRecord
+from kraft.errors import FatalFaultError
+from kraft.metadata.records import (
+    FeatureLevelRecord,
+    NoOpRecord,
+    PartitionRecord,
+    at_latest_version,
+)
 from kraft.protocol.controller_messages import (
     AllocateProducerIdsRequest,
     BrokerRegistrationRequest,
     Listener,
     RegistrationFeature,
 )
+from kraft.queue import RejectedExecutionError
+from kraft.record.typed import Batch
 
 CLUSTER_ID = "kraft-test-cluster-0001"
 
@@ -37,6 +47,14 @@ def quorum() -> ControllerQuorum:
     return ControllerQuorum(3, cluster_id=CLUSTER_ID)
 
 
+def has_committed_metadata_version(quorum: ControllerQuorum, node_id: int) -> bool:
+    return any(isinstance(r, FeatureLevelRecord) for r in committed_records(quorum, node_id))
+
+
+def is_registered(controller: QuorumController, broker_id: int) -> bool:
+    return controller.cluster_control.registration(broker_id) is not None
+
+
 def committed_records(quorum: ControllerQuorum, node_id: int) -> list[object]:
     return [r.message for batch in quorum.cluster.listeners[node_id].batches for r in batch.records]
 
@@ -47,11 +65,7 @@ def test_the_leader_claims_and_writes_metadata_version_on_an_empty_log(
     active = quorum.wait_active()
     assert active.node_id == quorum.cluster.leader()
     for node_id, controller in quorum.controllers.items():
-        assert quorum.run_until(
-            lambda n=node_id: any(
-                isinstance(r, FeatureLevelRecord) for r in committed_records(quorum, n)
-            )
-        )
+        assert quorum.run_until(partial(has_committed_metadata_version, quorum, node_id))
         assert controller.features.metadata_version() == 21
         assert controller.is_active == (controller is active)
 
@@ -67,7 +81,7 @@ def test_a_registration_answers_with_the_offset_of_its_record_once_committed(
     assert active.last_committed_offset >= reply.epoch
     # Every standby has replayed the committed registration.
     for controller in quorum.controllers.values():
-        assert quorum.run_until(lambda c=controller: c.cluster_control.registration(1) is not None)
+        assert quorum.run_until(partial(is_registered, controller, 1))
         assert controller.cluster_control.registration(1).epoch == reply.epoch  # type: ignore[union-attr]
 
 
@@ -134,3 +148,25 @@ def test_an_operation_that_writes_nothing_answers_at_once_when_nothing_waits(
     queue = quorum.queues[active.node_id]
     queue.run_until_idle()
     assert future.result(timeout=0) == 7
+
+
+def test_a_record_that_cannot_be_replayed_stops_the_controller(quorum: ControllerQuorum) -> None:
+    active = quorum.wait_active()
+    standby = next(c for c in quorum.controllers.values() if c is not active)
+    faults: list[FatalFaultError] = []
+    standby._on_fault = faults.append
+    orphan = PartitionRecord(partition_id=0, topic_id=uuid.UUID(int=7), replicas=(1,), isr=(1,))
+    batch = Batch(
+        base_offset=10_000,
+        last_offset=10_000,
+        epoch=1,
+        append_timestamp_ms=0,
+        size_in_bytes=0,
+        records=[at_latest_version(orphan)],
+    )
+    standby._enqueue_control("bogus", lambda: standby._handle_commit([batch]))
+    quorum.step()
+    assert standby.fault is not None and faults == [standby.fault]
+    assert "PartitionRecord at offset 10000" in str(standby.fault)
+    with pytest.raises(RejectedExecutionError):
+        standby.register_broker(registration(1)).result(timeout=0)

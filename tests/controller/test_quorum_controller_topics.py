@@ -5,6 +5,7 @@ causes, and topic creation across a controller failover."""
 from __future__ import annotations
 
 import uuid
+from functools import partial
 
 import pytest
 from harness import ControllerQuorum
@@ -79,6 +80,14 @@ def quorum() -> ControllerQuorum:
     return ControllerQuorum(3, cluster_id=CLUSTER_ID, default_replication_factor=3)
 
 
+def has_topic(controller: QuorumController, name: str) -> bool:
+    return controller.replication.topic(name) is not None
+
+
+def has_config(controller: QuorumController, resource: ConfigResource, config: object) -> bool:
+    return controller.configs.config(resource) == config
+
+
 def unfenced(controller: QuorumController) -> set[int]:
     return {b for b in BROKERS if controller.cluster_control.is_unfenced(b)}
 
@@ -111,7 +120,7 @@ def test_a_topic_is_placed_on_unfenced_brokers_and_seen_by_every_controller(
     assert result.error_code == Errors.NONE
     assert result.num_partitions == 4 and result.replication_factor == 3
     for controller in quorum.controllers.values():
-        assert quorum.run_until(lambda c=controller: c.replication.topic("orders") is not None)
+        assert quorum.run_until(partial(has_topic, controller, "orders"))
         for index in range(4):
             partition = controller.replication.partition(result.topic_id, index)
             assert partition is not None
@@ -203,6 +212,4 @@ def test_config_changes_need_an_existing_topic_or_registered_broker(
     assert results[missing].error == Errors.UNKNOWN_TOPIC_OR_PARTITION
     assert results[stranger].error == Errors.BROKER_ID_NOT_REGISTERED
     for controller in quorum.controllers.values():
-        assert quorum.run_until(
-            lambda c=controller: c.configs.config(topic) == {"retention.ms": "1000"}
-        )
+        assert quorum.run_until(partial(has_config, controller, topic, {"retention.ms": "1000"}))
