@@ -82,7 +82,7 @@ def _start(args: argparse.Namespace) -> int:
         node.close()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-    failure = node.node.failure
+    failure = node.failure
     if failure is not None:
         print(
             f"error: controller {config.node_id} stopped on a fatal fault: {failure!r}",

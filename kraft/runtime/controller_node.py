@@ -19,6 +19,7 @@ import concurrent.futures
 import dataclasses
 import logging
 import random
+import threading
 from collections.abc import Callable, Mapping
 from typing import Final, TypeVar, assert_never
 
@@ -28,6 +29,7 @@ from kraft.config import Endpoint
 from kraft.controller.configs import ConfigResource, OpType
 from kraft.controller.quorum_controller import ControllerConfig, QuorumController
 from kraft.controller.result import ApiError
+from kraft.errors import FatalFaultError
 from kraft.metadata.image import MetadataImage
 from kraft.metadata.loader import MetadataLoader
 from kraft.metadata.records import ApiMessageAndVersion
@@ -353,6 +355,9 @@ class ControllerNode:
         self.loader: MetadataLoader | None = None
         self.controller: QuorumController | None = None
         self._queue: KafkaEventQueue | None = None
+        #: The controller's fatal fault (a record it could not replay), if any: the node
+        #: stops, as Kafka's fatal fault handler stops the process.
+        self.fault: FatalFaultError | None = None
 
     def _on_request(self, channel_id: int, frame: ControllerRequestFrame) -> None:
         serve = self._serve
@@ -376,11 +381,30 @@ class ControllerNode:
         # Brokers register with the cluster id of the node's meta.properties.
         config = dataclasses.replace(self._controller_config, cluster_id=cluster_id)
         self.controller = QuorumController(
-            self.config.node_id, client, self._queue, clock, config=config, rng=random.Random()
+            self.config.node_id,
+            client,
+            self._queue,
+            clock,
+            config=config,
+            rng=random.Random(),
+            on_fault=self._on_controller_fault,
         )
         loader = self.loader
         apis = ControllerApis(self.controller, lambda: loader.image, clock)
         self._serve = apis.serve(self.node.respond_controller)
+
+    def _on_controller_fault(self, fault: FatalFaultError) -> None:
+        # Called on the controller's queue thread, which the node's close does not wait for;
+        # a thread of its own still lets the caller return first.
+        self.fault = fault
+        threading.Thread(
+            target=self.node.close, name=f"kraft-{self.config.node_id}-fault", daemon=True
+        ).start()
+
+    @property
+    def failure(self) -> BaseException | None:
+        """What stopped the node or its controller, if anything did."""
+        return self.node.failure or self.fault
 
     @property
     def listen_address(self) -> Endpoint:

@@ -16,6 +16,7 @@ from kraft.cli.controller_client import ControllerClient, is_not_controller
 from kraft.cli.main import main
 from kraft.cli.quorum import describe_quorum
 from kraft.config import ConfigError, parse_bootstrap_servers
+from kraft.errors import FatalFaultError
 from kraft.log.meta_properties import format_storage, random_uuid
 from kraft.protocol.controller_messages import (
     BrokerHeartbeatRequest,
@@ -130,8 +131,8 @@ def test_a_simulated_broker_registers_heartbeats_and_registers_again_when_stale(
 
 
 @pytest.fixture
-def controller(tmp_path: Path) -> Iterator[str]:
-    """A one-node controller quorum in this process; its address."""
+def controller_node(tmp_path: Path) -> Iterator[ControllerNode]:
+    """A one-node controller quorum in this process."""
     [port] = free_ports(1)
     format_storage(tmp_path / "data", random_uuid(), 1)
     data = _config(tmp_path, max_idle_interval_ms=100)
@@ -141,9 +142,15 @@ def controller(tmp_path: Path) -> Iterator[str]:
     node = ControllerNode(config, config.controller)
     node.start()
     try:
-        yield f"127.0.0.1:{port}"
+        yield node
     finally:
         node.close()
+
+
+@pytest.fixture
+def controller(controller_node: ControllerNode) -> str:
+    """The one-node controller quorum's address."""
+    return str(controller_node.listen_address)
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -205,3 +212,11 @@ def test_a_controller_node_still_answers_raft_requests(controller: str) -> None:
     assert describe_quorum(bootstrap, timeout_s=10).leader_id == 1
     answer = ControllerClient(bootstrap).send(DescribeClusterRequest(), 10)
     assert isinstance(answer, DescribeClusterResponse) and answer.controller_id == 1
+
+
+def test_a_fatal_fault_in_the_controller_stops_the_node(controller_node: ControllerNode) -> None:
+    assert controller_node.controller is not None
+    fault = FatalFaultError("a record that does not fit")
+    controller_node.controller._fail("replay", fault)  # what a bad record leads to
+    assert controller_node.wait(10)
+    assert controller_node.failure is fault
