@@ -324,8 +324,9 @@ def test_operations_python_examples_run(tmp_path: Path) -> None:
 
 def test_operations_reference_lists_every_config_key() -> None:
     text = OPERATIONS.read_text()
-    keys = set(config_module._TOP_KEYS) - {"quorum", "tls", "metrics"}
+    keys = set(config_module._TOP_KEYS) - {"quorum", "tls", "metrics", "controller"}
     keys |= config_module._QUORUM_KEYS | config_module._TLS_KEYS | config_module._METRICS_KEYS
+    keys |= set(config_module._CONTROLLER_KEYS)
     missing = sorted(key for key in keys if f"| `{key}` |" not in text)
     assert not missing, f"docs/operations.md does not describe {missing}"
 
