@@ -361,12 +361,19 @@ class ControllerNode:
 
     def _on_request(self, channel_id: int, frame: ControllerRequestFrame) -> None:
         serve = self._serve
+        refusal = None
         if serve is None:  # still starting: no controller to answer yet
-            self.node.respond_controller(
-                channel_id,
-                error_response(frame.body, ApiError(Errors.NOT_CONTROLLER, "starting")),
+            refusal = ApiError(Errors.NOT_CONTROLLER, "the controller is starting")
+        elif frame.header.cluster_id not in (None, self.node.cluster_id):
+            # As a Raft request naming another cluster is (docs/protocol-wire.md).
+            refusal = ApiError(
+                Errors.INCONSISTENT_CLUSTER_ID,
+                f"cluster {frame.header.cluster_id!r}, this is {self.node.cluster_id!r}",
             )
+        if refusal is not None:
+            self.node.respond_controller(channel_id, error_response(frame.body, refusal))
             return
+        assert serve is not None
         serve(channel_id, frame)
 
     def start(self) -> None:

@@ -35,6 +35,7 @@ from kraft.protocol.errors import Errors
 from kraft.runtime.config import node_config_from_mapping
 from kraft.runtime.controller_node import ControllerNode
 from kraft.runtime.processes import LOOPBACK_TIMERS, free_ports
+from kraft.runtime.request_once import controller_request_once
 
 
 def _config(tmp_path: Path, **controller: int) -> dict[str, object]:
@@ -220,3 +221,13 @@ def test_a_fatal_fault_in_the_controller_stops_the_node(controller_node: Control
     controller_node.controller._fail("replay", fault)  # what a bad record leads to
     assert controller_node.wait(10)
     assert controller_node.failure is fault
+
+
+def test_a_request_naming_another_cluster_is_refused(controller: str) -> None:
+    [address] = parse_bootstrap_servers(controller)
+    answer = controller_request_once(
+        address, DescribeClusterRequest(), cluster_id="another-cluster", timeout_s=10
+    )
+    assert isinstance(answer, DescribeClusterResponse)
+    assert answer.error_code == Errors.INCONSISTENT_CLUSTER_ID
+    assert "another-cluster" in (answer.error_message or "")
