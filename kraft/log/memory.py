@@ -355,6 +355,7 @@ class MemoryLog(LogBase):
         self._flushed_offset = max(self._flushed_offset, offset)
 
     def _reset_to(self, offset: int) -> None:
+        self._intact_seen.clear()
         self._batches.clear()
         self._base_offsets.clear()
         self._last_offsets.clear()

@@ -344,8 +344,9 @@ class InvariantChecker:
             self._check_available(problems)
         # After the log's checks: a listener handed other records usually means its log holds
         # another batch, which committed_data names more precisely.
-        problems += self._handed_otherwise
-        self._handed_otherwise = []
+        if self._handed_otherwise:
+            problems += self._handed_otherwise
+            self._handed_otherwise = []
         return problems
 
     def _check_node(self, node: SimNode, problems: Problems) -> None:
@@ -730,14 +731,16 @@ class InvariantChecker:
                 )
             self._top_leader = (epoch, hw)
         if self.voter_checks is None:
-            voter_sets = [self.voter_ids]
+            if _majority_reaches(self.nodes, self._static_voters, hw):
+                return
+            voter_sets = [self._static_voters]
         else:
             # Kafka's MajorityReachedHighWatermark under KIP-853: the leader counts in its
             # latest set, but may not have counted again since it appended it.
             self.voter_checks.check_leader(leader, problems)
             voter_sets = [tuple(voters.ids) for voters in self.voter_checks.leader_sets(leader)]
-        if any(_majority_reaches(self.nodes, ids, hw) for ids in voter_sets):
-            return
+            if any(_majority_reaches(self.nodes, ids, hw) for ids in voter_sets):
+                return
         counts = [
             (sum(1 for v in ids if _reaches(self.nodes[v], hw)), len(ids)) for ids in voter_sets
         ]
