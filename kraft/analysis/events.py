@@ -16,11 +16,13 @@ from typing import Any
 from kraft.analysis.session import require_pyspark
 
 __all__ = [
+    "ANALYSED_KINDS",
     "EVENTS_FILE",
     "EVENT_SCHEMA_DDL",
     "NOT_FOUND_HINT",
     "STATE_KINDS",
     "SWEEP_EVENTS_DIR",
+    "analysed",
     "find_event_logs",
     "load_events",
     "parquet_dataset",
@@ -238,9 +240,26 @@ _DETAILS_READ = (
 )
 
 
+#: The kinds whose ``details`` the analysis reads; :func:`project` leaves the others' null.
+_DETAILS_KINDS = ("run_started", "state_changed", "fault_injected")
+
+#: The kinds the metrics and the safety checks read, beyond the per-run counts of
+#: :func:`kraft.analysis.metrics.run_info` (which count every event): a quarter of a log
+#: with message events, whose three quarters are ``message_*``.
+ANALYSED_KINDS = (
+    *STATE_KINDS,
+    "run_started",
+    "run_finished",
+    "append_refused",
+    "batch_committed",
+    "fault_injected",
+)
+
+
 def project(events: Any) -> Any:
-    """The columns the analysis reads, ``details`` cut down to the keys it uses: what is worth
-    caching (message events then cost little more than their ``kind``)."""
+    """The columns the analysis reads, ``details`` cut down to the keys it uses and null on
+    the kinds where it reads none: what is worth caching (a row then costs little more than
+    its scalar columns)."""
     require_pyspark()
     from pyspark.sql import functions as sf
 
@@ -267,5 +286,14 @@ def project(events: Any) -> Any:
         "checksum",
         "count",
         "latency_ms",
-        details.alias("details"),
+        sf.when(sf.col("kind").isin(*_DETAILS_KINDS), details).alias("details"),
     )
+
+
+def analysed(events: Any) -> Any:
+    """The events of :data:`ANALYSED_KINDS`: all that the metrics but the per-run counts and
+    the safety checks read."""
+    require_pyspark()
+    from pyspark.sql import functions as sf
+
+    return events.where(sf.col("kind").isin(*ANALYSED_KINDS))

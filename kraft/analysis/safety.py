@@ -61,8 +61,7 @@ def _shape(frame: DataFrame, check: str) -> DataFrame:
 
 def committed_data(events: DataFrame) -> DataFrame:
     """Deliveries of an offset whose batch differs from the first delivery of that offset in
-    the run: a join of every (run, offset, node) with the run's reference for the offset."""
-    from pyspark.sql import Window
+    the run."""
     from pyspark.sql import functions as sf
 
     # One row per offset of each committed batch, so batches cut at different boundaries on
@@ -83,16 +82,25 @@ def committed_data(events: DataFrame) -> DataFrame:
         "checksum",
         sf.explode(sf.sequence("base_offset", "offset")).alias("offset"),
     )
-    first = Window.partitionBy("run_id", "offset").orderBy("seq")
+    # The reference of an offset is its delivery of least seq. Only the offsets delivered as
+    # more than one batch need it, and in a good log there is none: find them with one
+    # aggregate, then join their deliveries alone (no sort of every delivery).
+    batch_of = sf.struct("epoch", "base_offset", "last_offset", "checksum")
     reference = (
-        deliveries.withColumn("rank", sf.row_number().over(first))
-        .where(sf.col("rank") == 1)
+        deliveries.groupBy("run_id", "offset")
+        .agg(
+            sf.min(sf.struct("seq", "node", batch_of.alias("batch"))).alias("ref"),
+            sf.min(batch_of).alias("least"),
+            sf.max(batch_of).alias("most"),
+        )
+        .where(sf.col("least") != sf.col("most"))
         .select(
             "run_id",
             "offset",
+            sf.col("ref.node").alias("ref_node"),
             *[
-                sf.col(c).alias(f"ref_{c}")
-                for c in ("node", "epoch", "base_offset", "last_offset", "checksum")
+                sf.col(f"ref.batch.{c}").alias(f"ref_{c}")
+                for c in ("epoch", "base_offset", "last_offset", "checksum")
             ],
         )
     )
@@ -187,13 +195,12 @@ def monotonic_high_watermark(events: DataFrame) -> DataFrame:
         "high_watermark",
         sf.when(kind == "node_started", 1).otherwise(0).alias("start"),
     )
+    # A node_started row begins a life: it has no previous state in it.
     by_node = Window.partitionBy("run_id", "node").orderBy("seq")
-    life = states.withColumn(
-        "life", sf.sum("start").over(by_node.rowsBetween(Window.unboundedPreceding, 0))
-    )
-    in_life = Window.partitionBy("run_id", "node", "life").orderBy("seq")
     found = (
-        life.withColumn("previous", sf.lag("high_watermark").over(in_life))
+        states.withColumn(
+            "previous", sf.when(sf.col("start") == 0, sf.lag("high_watermark").over(by_node))
+        )
         .where(sf.col("high_watermark") < sf.col("previous"))
         .withColumn("offset", sf.lit(-1))
         .withColumn(
@@ -236,15 +243,13 @@ def monotonic_epoch(events: DataFrame) -> DataFrame:
         "kind",
         sf.lit(1).alias("wipe"),
     )
+    # The state right after a wipe has no previous state on its disk.
     by_node = Window.partitionBy("run_id", "node").orderBy("seq")
-    disk = states.unionByName(wipes).withColumn(
-        "disk", sf.sum("wipe").over(by_node.rowsBetween(Window.unboundedPreceding, 0))
-    )
-    on_disk = Window.partitionBy("run_id", "node", "disk").orderBy("seq")
+    after_state = sf.lag("wipe").over(by_node) == 0
     found = (
-        disk.where(sf.col("wipe") == 0)
-        .withColumn("previous", sf.lag("epoch").over(on_disk))
-        .where(sf.col("epoch") < sf.col("previous"))
+        states.unionByName(wipes)
+        .withColumn("previous", sf.when(after_state, sf.lag("epoch").over(by_node)))
+        .where((sf.col("wipe") == 0) & (sf.col("epoch") < sf.col("previous")))
         .withColumn("offset", sf.lit(-1))
         .withColumn(
             "detail",
