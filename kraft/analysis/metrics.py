@@ -86,9 +86,9 @@ def run_info(events: DataFrame) -> DataFrame:
         return sf.count(sf.when(condition, True))
 
     started = kind == "run_started"
-    return events.groupBy("run_id").agg(
-        sf.first("scenario").alias("scenario"),
-        sf.first("seed").alias("seed"),
+    # A run has one scenario and seed: grouping by them too costs nothing, while first() of
+    # a string would make Spark sort every event (no hash aggregate keeps a string).
+    return events.groupBy("run_id", "scenario", "seed").agg(
         sf.max(sf.when(started, sf.col("details.voters"))).alias("voters"),
         sf.max(sf.when(started, sf.col("details.observers"))).alias("observers"),
         sf.max(sf.when(started, sf.col("details.config.election_timeout_ms"))).alias(

@@ -16,6 +16,8 @@ hand, is judged on its own. Each check returns its violations with the columns o
 
 from __future__ import annotations
 
+from functools import reduce
+from operator import or_
 from typing import Any
 
 from kraft.analysis.events import STATE_KINDS
@@ -82,26 +84,25 @@ def committed_data(events: DataFrame) -> DataFrame:
         "checksum",
         sf.explode(sf.sequence("base_offset", "offset")).alias("offset"),
     )
-    # The reference of an offset is its delivery of least seq. Only the offsets delivered as
-    # more than one batch need it, and in a good log there is none: find them with one
-    # aggregate, then join their deliveries alone (no sort of every delivery).
-    batch_of = sf.struct("epoch", "base_offset", "last_offset", "checksum")
-    reference = (
+    # In a good log every offset was committed as one batch. The offsets committed as more
+    # than one batch come out of a hash aggregate of numbers (no sort of every delivery);
+    # their deliveries alone are compared with the first one (least seq), the reference.
+    fields = ("epoch", "base_offset", "last_offset", "checksum")
+    bounds = [(sf.min(c).alias(f"min_{c}"), sf.max(c).alias(f"max_{c}")) for c in fields]
+    split = (
         deliveries.groupBy("run_id", "offset")
-        .agg(
-            sf.min(sf.struct("seq", "node", batch_of.alias("batch"))).alias("ref"),
-            sf.min(batch_of).alias("least"),
-            sf.max(batch_of).alias("most"),
-        )
-        .where(sf.col("least") != sf.col("most"))
+        .agg(*[bound for pair in bounds for bound in pair])
+        .where(reduce(or_, [sf.col(f"min_{c}") != sf.col(f"max_{c}") for c in fields]))
+        .select("run_id", "offset")
+    )
+    suspect = deliveries.join(split, ["run_id", "offset"])
+    reference = (
+        suspect.groupBy("run_id", "offset")
+        .agg(sf.min(sf.struct("seq", "node", *fields)).alias("ref"))
         .select(
             "run_id",
             "offset",
-            sf.col("ref.node").alias("ref_node"),
-            *[
-                sf.col(f"ref.batch.{c}").alias(f"ref_{c}")
-                for c in ("epoch", "base_offset", "last_offset", "checksum")
-            ],
+            *[sf.col(f"ref.{c}").alias(f"ref_{c}") for c in ("node", *fields)],
         )
     )
     differs = (
@@ -121,7 +122,7 @@ def committed_data(events: DataFrame) -> DataFrame:
         )
 
     found = (
-        deliveries.join(reference, ["run_id", "offset"])
+        suspect.join(reference, ["run_id", "offset"])
         .where(differs)
         .withColumn(
             "detail",
