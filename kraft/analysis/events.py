@@ -16,18 +16,26 @@ from typing import Any
 from kraft.analysis.session import require_pyspark
 
 __all__ = [
+    "ANALYSED_KINDS",
     "EVENTS_FILE",
     "EVENT_SCHEMA_DDL",
     "NOT_FOUND_HINT",
     "STATE_KINDS",
+    "SWEEP_EVENTS_DIR",
+    "analysed",
     "find_event_logs",
-    "is_parquet_dir",
     "load_events",
+    "parquet_dataset",
     "project",
+    "with_details",
 ]
 
 #: The event log's name in a run directory (``kraft.simulation.scenario.EVENTS_FILE``).
 EVENTS_FILE = "events.jsonl"
+
+#: The Parquet dataset of events under the ``--out`` of ``kraft sim sweep --engine spark``
+#: (partitioned by scenario: ``events/scenario=<name>/part-....parquet``).
+SWEEP_EVENTS_DIR = "events"
 
 #: Every ``details`` key of schema v1, by the kinds that write it.
 _DETAILS_DDL = ", ".join(
@@ -91,13 +99,33 @@ _DETAILS_DDL = ", ".join(
     ]
 )
 
-#: The event-log schema v1 as a Spark DDL string (the field order of the file).
-EVENT_SCHEMA_DDL = (
-    "v INT, run_id STRING, seed BIGINT, scenario STRING, time_ms BIGINT, seq BIGINT, "
-    "kind STRING, node INT, epoch INT, leader INT, role STRING, log_end_offset BIGINT, "
-    "high_watermark BIGINT, offset BIGINT, base_offset BIGINT, checksum BIGINT, count INT, "
-    f"latency_ms BIGINT, peer INT, message STRING, details STRUCT<{_DETAILS_DDL}>"
+#: The top-level fields of schema v1 with their Spark types, in the field order of the file.
+_FIELDS = (
+    ("v", "INT"),
+    ("run_id", "STRING"),
+    ("seed", "BIGINT"),
+    ("scenario", "STRING"),
+    ("time_ms", "BIGINT"),
+    ("seq", "BIGINT"),
+    ("kind", "STRING"),
+    ("node", "INT"),
+    ("epoch", "INT"),
+    ("leader", "INT"),
+    ("role", "STRING"),
+    ("log_end_offset", "BIGINT"),
+    ("high_watermark", "BIGINT"),
+    ("offset", "BIGINT"),
+    ("base_offset", "BIGINT"),
+    ("checksum", "BIGINT"),
+    ("count", "INT"),
+    ("latency_ms", "BIGINT"),
+    ("peer", "INT"),
+    ("message", "STRING"),
+    ("details", f"STRUCT<{_DETAILS_DDL}>"),
 )
+
+#: The event-log schema v1 as a Spark DDL string (the field order of the file).
+EVENT_SCHEMA_DDL = ", ".join(f"{name} {ddl}" for name, ddl in _FIELDS)
 
 #: The top-level fields whose default is -1 (absent from a line when at the default).
 _MINUS_ONE_DEFAULTS = (
@@ -124,14 +152,22 @@ STATE_KINDS = (
 )
 
 NOT_FOUND_HINT = (
-    "expected a sweep directory (<scenario>/seed-<N>/events.jsonl), a run directory "
-    "(events.jsonl), or a Parquet directory of events (kraft analyze --save-events)"
+    "expected a sweep directory (<scenario>/seed-<N>/events.jsonl, or events/ in Parquet "
+    "from --engine spark), a run directory (events.jsonl), or a Parquet directory of events "
+    "(kraft analyze --save-events)"
 )
 
 
-def is_parquet_dir(path: Path) -> bool:
-    """Whether ``path`` is a directory of Parquet files (as Spark writes them)."""
-    return path.is_dir() and any(path.glob("*.parquet"))
+def parquet_dataset(path: Path) -> Path | None:
+    """The Parquet dataset of events at ``path``: ``path`` itself (flat, as ``kraft analyze
+    --save-events`` writes it, or partitioned Hive style as ``scenario=<name>/``) or
+    ``path/events`` (a Spark sweep's ``--out``); ``None`` if there is none."""
+    for candidate in (path, path / SWEEP_EVENTS_DIR):
+        if candidate.is_dir() and (
+            any(candidate.glob("*.parquet")) or any(candidate.glob("*=*/*.parquet"))
+        ):
+            return candidate
+    return None
 
 
 def find_event_logs(source: Path) -> list[Path]:
@@ -149,10 +185,10 @@ def load_events(spark: Any, source: str | Path | Sequence[str], fmt: str = "auto
     """The events of ``source`` as a DataFrame with the columns of :data:`EVENT_SCHEMA_DDL`,
     defaults filled in, and lines that are not events (no ``run_id`` or ``kind``) left out.
 
-    ``source`` is a local path (see :func:`find_event_logs`; a Parquet directory is read as
-    Parquet), a URI or glob Spark can read (``hdfs://.../*/seed-*/events.jsonl``), or a list
-    of paths. ``fmt``: ``auto``, ``json`` or ``parquet``. Raises ``FileNotFoundError`` when a
-    local ``source`` holds no event log.
+    ``source`` is a local path (see :func:`find_event_logs`; a Parquet dataset, see
+    :func:`parquet_dataset`, is read as Parquet), a URI or glob Spark can read
+    (``hdfs://.../*/seed-*/events.jsonl``), or a list of paths. ``fmt``: ``auto``, ``json``
+    or ``parquet``. Raises ``FileNotFoundError`` when a local ``source`` holds no event log.
     """
     require_pyspark()
     from pyspark.sql import functions as sf
@@ -160,8 +196,9 @@ def load_events(spark: Any, source: str | Path | Sequence[str], fmt: str = "auto
     paths: list[str]
     if isinstance(source, (str, Path)) and "://" not in str(source):
         local = Path(source)
-        if fmt == "parquet" or (fmt == "auto" and is_parquet_dir(local)):
-            fmt, paths = "parquet", [str(local)]
+        dataset = parquet_dataset(local) if fmt in ("auto", "parquet") else None
+        if fmt == "parquet" or dataset is not None:
+            fmt, paths = "parquet", [str(dataset or local)]
         else:
             files = find_event_logs(local) if local.exists() else []
             if not files:
@@ -178,63 +215,117 @@ def load_events(spark: Any, source: str | Path | Sequence[str], fmt: str = "auto
         # the filter below drops, instead of failing the whole job.
         frame = spark.read.schema(EVENT_SCHEMA_DDL).option("mode", "PERMISSIVE").json(paths)
     frame = frame.where(sf.col("run_id").isNotNull() & sf.col("kind").isNotNull())
+    # In the schema's order: a partitioned dataset has its partition column (scenario) last.
     return frame.select(
         *[
-            sf.coalesce(sf.col(name), sf.lit(-1)).cast(_type_of(name)).alias(name)
+            sf.coalesce(sf.col(name), sf.lit(-1)).cast(ddl).alias(name)
             if name in _MINUS_ONE_DEFAULTS
             else sf.col(name)
-            for name in frame.columns
+            for name, ddl in _FIELDS
         ]
     )
 
 
-def _type_of(name: str) -> str:
-    return "int" if name in ("node", "epoch", "leader", "count", "peer") else "bigint"
+#: The ``details`` the analysis reads, as top-level columns (name, path in ``details``, type)
+#: of atomic types, arrays and structs as JSON text: Spark reads a cache of atomic columns
+#: column by column (its vectorized reader takes no struct, array or map), and
+#: :func:`with_details` puts ``details`` back together from them.
+_FLAT_DETAILS = (
+    ("details_voters", "voters", "INT"),
+    ("details_observers", "observers", "INT"),
+    ("details_from_role", "from_role", "STRING"),
+    ("details_fault", "fault", "STRING"),
+    ("details_index", "index", "INT"),
+    ("details_targets", "targets", "ARRAY<INT>"),
+    ("details_drop", "drop", "DOUBLE"),
+    ("details_duplicate", "duplicate", "DOUBLE"),
+    ("details_reorder", "reorder", "DOUBLE"),
+    ("details_latency_ms", "latency_ms", "ARRAY<BIGINT>"),
+    ("details_election_timeout_ms", "config.election_timeout_ms", "BIGINT"),
+    (
+        "details_network",
+        "config.network",
+        "STRUCT<latency_ms: ARRAY<BIGINT>, `drop`: DOUBLE, duplicate: DOUBLE, reorder: DOUBLE>",
+    ),
+)
 
+#: The kinds whose ``details`` the analysis reads; :func:`project` leaves the others' null.
+_DETAILS_KINDS = ("run_started", "state_changed", "fault_injected")
 
-#: The ``details`` keys the analysis reads (the others stay in the files).
-_DETAILS_READ = (
-    "voters",
-    "observers",
-    "from_role",
-    "fault",
-    "index",
-    "targets",
-    "drop",
-    "duplicate",
-    "reorder",
+#: The kinds the metrics and the safety checks read, beyond the per-run counts of
+#: :func:`kraft.analysis.metrics.run_info` (which count every event): a quarter of a log
+#: with message events, whose three quarters are ``message_*``.
+ANALYSED_KINDS = (
+    *STATE_KINDS,
+    "run_started",
+    "run_finished",
+    "append_refused",
+    "batch_committed",
+    "fault_injected",
+)
+
+#: The top-level columns the analysis reads.
+_READ = (
+    "run_id",
+    "seed",
+    "scenario",
+    "time_ms",
+    "seq",
+    "kind",
+    "node",
+    "epoch",
+    "role",
+    "high_watermark",
+    "offset",
+    "base_offset",
+    "checksum",
+    "count",
     "latency_ms",
 )
 
 
 def project(events: Any) -> Any:
-    """The columns the analysis reads, ``details`` cut down to the keys it uses: what is worth
-    caching (message events then cost little more than their ``kind``)."""
+    """The columns the analysis reads, all of atomic types: ``details`` becomes the columns
+    of :data:`_FLAT_DETAILS`, null on the kinds where the analysis reads none. What is worth
+    caching; :func:`with_details` gives back the events' shape."""
     require_pyspark()
     from pyspark.sql import functions as sf
 
-    details = sf.struct(
-        *[sf.col(f"details.{key}").alias(key) for key in _DETAILS_READ],
-        sf.struct(
-            sf.col("details.config.election_timeout_ms").alias("election_timeout_ms"),
-            sf.col("details.config.network").alias("network"),
-        ).alias("config"),
-    )
+    has_details = sf.col("kind").isin(*_DETAILS_KINDS)
+
+    def flat(path: str, ddl: str) -> Any:
+        value = sf.col(f"details.{path}")
+        return value if "<" not in ddl else sf.to_json(value)
+
     return events.select(
-        "run_id",
-        "seed",
-        "scenario",
-        "time_ms",
-        "seq",
-        "kind",
-        "node",
-        "epoch",
-        "role",
-        "high_watermark",
-        "offset",
-        "base_offset",
-        "checksum",
-        "count",
-        "latency_ms",
-        details.alias("details"),
+        *_READ,
+        *[sf.when(has_details, flat(path, ddl)).alias(name) for name, path, ddl in _FLAT_DETAILS],
     )
+
+
+def with_details(flat: Any) -> Any:
+    """The events of :func:`project` with ``details`` put back (the keys the analysis reads),
+    in the shape :func:`load_events` gives: what the metrics and the safety checks take."""
+    require_pyspark()
+    from pyspark.sql import functions as sf
+
+    def value(name: str, ddl: str) -> Any:
+        return sf.col(name) if "<" not in ddl else sf.from_json(sf.col(name), ddl)
+
+    fields = {
+        path: value(name, ddl).alias(path.rsplit(".", 1)[-1]) for name, path, ddl in _FLAT_DETAILS
+    }
+    config = [fields.pop(path) for path in ("config.election_timeout_ms", "config.network")]
+    details = sf.struct(*fields.values(), sf.struct(*config).alias("config"))
+    return flat.select(
+        *_READ, sf.when(sf.col("kind").isin(*_DETAILS_KINDS), details).alias("details")
+    )
+
+
+def analysed(events: Any) -> Any:
+    """The events of :data:`ANALYSED_KINDS`: all that the metrics but the per-run counts and
+    the safety checks read."""
+    require_pyspark()
+    from pyspark.sql import functions as sf
+
+    return events.where(sf.col("kind").isin(*ANALYSED_KINDS))

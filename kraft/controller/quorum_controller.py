@@ -110,6 +110,10 @@ _NS_PER_MS = 1_000_000
 #: The deferred events' tags (one of each at a time).
 _WRITE_NO_OP = "writeNoOpRecord"
 _MAYBE_FENCE = "maybeFenceStaleBroker"
+_MAYBE_BALANCE = "maybeBalancePartitionLeaders"
+#: When a balancing round stopped at its limit, the next runs this soon (Kafka's 10 ms: the
+#: queue runs due deferred events first, so "at once" would starve the appended ones).
+_BALANCE_AGAIN_MS = 10
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -122,6 +126,9 @@ class ControllerConfig:
     session_timeout_ms: int = 9_000
     #: The cluster id brokers must register with (``meta.properties``).
     cluster_id: str = ""
+    #: ``leader.imbalance.check.interval.seconds`` (in ms): how often leadership goes back to
+    #: preferred replicas while some partition is led by another (0: never).
+    leader_imbalance_check_interval_ms: int = 300_000
     #: ``max_records_per_batch``: a non-atomic result is split into batches of at most this many.
     max_records_per_batch: int = 10_000
     #: ``num.partitions`` and ``default.replication.factor``: what a topic creation that does
@@ -130,7 +137,7 @@ class ControllerConfig:
     default_replication_factor: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("max_idle_interval_ms",):
+        for name in ("max_idle_interval_ms", "leader_imbalance_check_interval_ms"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         for name in (
@@ -212,6 +219,7 @@ class _WriteEvent(Event, Generic[R]):
             offset = controller._offsets.next_write_offset - 1 if pending is None else pending
         if self._on_batch_end is not None:
             self._on_batch_end(offset)
+        controller._maybe_schedule_balance()
         if result.records or deferred.highest_pending_offset() is not None:
             deferred.add(offset, self)
         else:
@@ -327,6 +335,7 @@ class QuorumController:
         self.fault: FatalFaultError | None = None
         #: Refused requests are logged at most once a second: a client can repeat them.
         self._refusal_log = LogLimiter(1_000)
+        self._balance_scheduled = False
         #: Whether any record was ever replayed (an empty log gets the bootstrap records).
         self._replayed_any = False
         registry = self.snapshot_registry
@@ -542,6 +551,8 @@ class QuorumController:
         self.cluster_control.deactivate()
         self._queue.cancel_deferred(_WRITE_NO_OP)
         self._queue.cancel_deferred(_MAYBE_FENCE)
+        self._queue.cancel_deferred(_MAYBE_BALANCE)
+        self._balance_scheduled = False
 
     def _check_config_resource(self, resource: ConfigResource) -> None:
         """A config change names a topic that exists or a registered broker (the empty
@@ -612,6 +623,31 @@ class QuorumController:
         event = _WriteEvent(self, _WRITE_NO_OP, write_no_op, None)
         deadline = self._clock.now_ns() + interval * _NS_PER_MS
         self._queue.schedule_deferred(_WRITE_NO_OP, earliest_deadline(deadline), event)
+
+    def _maybe_schedule_balance(self, delay_ms: int | None = None) -> None:
+        """After a write: if some partition is not led by its preferred replica, give
+        leaderships back in ``leader_imbalance_check_interval_ms`` (Kafka's
+        ``maybeScheduleNextBalancePartitionLeaders``)."""
+        interval = self.config.leader_imbalance_check_interval_ms
+        if (
+            self._balance_scheduled
+            or interval == 0
+            or not self.is_active
+            or not self.replication.partition_leaders_imbalanced()
+        ):
+            return
+
+        def balance() -> ControllerResult[None]:
+            self._balance_scheduled = False
+            result = self.replication.maybe_balance_partition_leaders()
+            if result.response:  # stopped at its limit: more to do soon
+                self._maybe_schedule_balance(_BALANCE_AGAIN_MS)
+            return ControllerResult(result.records, None)
+
+        event = _WriteEvent(self, _MAYBE_BALANCE, balance, None)
+        deadline = self._clock.now_ns() + (interval if delay_ms is None else delay_ms) * _NS_PER_MS
+        self._queue.schedule_deferred(_MAYBE_BALANCE, earliest_deadline(deadline), event)
+        self._balance_scheduled = True
 
     def _reschedule_fence(self) -> None:
         """Fence the next broker whose session runs out, when it does (Kafka's

@@ -68,6 +68,9 @@ class MemoryLog(LogBase):
         self._misdirect_onto: int | None = None
         #: Batches and snapshots set aside as corrupt or cut off behind a corrupt one.
         self.set_aside: list[bytes] = []
+        #: base offset -> (bytes, last offset, epoch, batch) of a batch found intact: held
+        #: bytes never change in place (a fault replaces them), so the check is not redone.
+        self._intact_seen: dict[int, tuple[bytes, int, int, RecordBatch]] = {}
 
     # -- offsets ---------------------------------------------------------------------------
     @property
@@ -167,16 +170,22 @@ class MemoryLog(LogBase):
     def _intact(self, i: int) -> RecordBatch | None:
         """Batch ``i`` if it is whole, passes its CRC and holds the offsets and the epoch it
         should (neither the base offset nor the epoch is under the CRC); else None."""
+        data = self._batches[i]
+        base, last = self._base_offsets[i], self._last_offsets[i]
+        epoch = self._epochs.epoch_at(base, self._start_epoch())
+        seen = self._intact_seen.get(base)
+        if seen is not None and seen[0] is data and seen[1] == last and seen[2] == epoch:
+            return seen[3]
         try:
-            batch = read_batch(self._batches[i])
+            batch = read_batch(data)
         except CorruptRecordError:
             return None
-        base = self._base_offsets[i]
         if (
             batch.base_offset == base
-            and batch.last_offset == self._last_offsets[i]
-            and batch.partition_leader_epoch == self._epochs.epoch_at(base, self._start_epoch())
+            and batch.last_offset == last
+            and batch.partition_leader_epoch == epoch
         ):
+            self._intact_seen[base] = (data, last, epoch, batch)
             return batch
         return None
 
@@ -218,6 +227,7 @@ class MemoryLog(LogBase):
             offset, self._base_offsets[keep] if keep < len(self._batches) else None
         )
         if keep < len(self._batches):
+            self._intact_seen.clear()
             del self._batches[keep:]
             del self._base_offsets[keep:]
             del self._last_offsets[keep:]
@@ -243,6 +253,7 @@ class MemoryLog(LogBase):
         Epochs that started in the lost part are forgotten with it (Kafka's ``MockLog.reopen``).
         """
         keep = bisect.bisect_left(self._base_offsets, self._flushed_offset)
+        self._intact_seen.clear()
         del self._batches[keep:]
         del self._base_offsets[keep:]
         del self._last_offsets[keep:]
@@ -312,6 +323,7 @@ class MemoryLog(LogBase):
     def _set_aside_from(self, offset: int) -> None:
         keep = bisect.bisect_left(self._last_offsets, offset)
         self.set_aside.extend(self._batches[keep:])
+        self._intact_seen.clear()
         del self._batches[keep:]
         del self._base_offsets[keep:]
         del self._last_offsets[keep:]
@@ -333,6 +345,7 @@ class MemoryLog(LogBase):
 
     def _advance_log_start(self, offset: int) -> None:
         drop = bisect.bisect_left(self._last_offsets, offset)
+        self._intact_seen.clear()
         del self._batches[:drop]
         del self._base_offsets[:drop]
         del self._last_offsets[:drop]
@@ -342,6 +355,7 @@ class MemoryLog(LogBase):
         self._flushed_offset = max(self._flushed_offset, offset)
 
     def _reset_to(self, offset: int) -> None:
+        self._intact_seen.clear()
         self._batches.clear()
         self._base_offsets.clear()
         self._last_offsets.clear()

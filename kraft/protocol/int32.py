@@ -11,11 +11,16 @@ structs) and then costs a few ``getattr`` calls per message.
 
 from __future__ import annotations
 
+import types
+import typing
+import uuid
+
 from kraft.common.limits import INT32_MAX, INT32_MIN
 
 __all__ = ["int32_fields_in_range"]
 
 _SCALARS = (int, str, bytes, bool, float, type(None))
+_DECLARED_SCALARS = (*_SCALARS, uuid.UUID)
 _Plan = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
 #: Per message type: its epoch fields, its id fields and the fields that may nest structs.
 _PLANS: dict[type, _Plan] = {}
@@ -25,9 +30,28 @@ def _plan(cls: type) -> _Plan:
     names: tuple[str, ...] = getattr(cls, "__struct_fields__", ())
     epochs = tuple(n for n in names if n.endswith("epoch"))
     ids = tuple(n for n in names if n.endswith("_id") and not n.endswith("epoch"))
-    others = tuple(n for n in names if n not in epochs and n not in ids)
+    try:
+        hints = typing.get_type_hints(cls)
+    except (NameError, TypeError):
+        hints = {}
+    # A field declared as a scalar (an int, a string, bytes, a UUID) nests no struct: it is
+    # not looked at (every response is checked, and these are most of a message's fields).
+    others = tuple(
+        n
+        for n in names
+        if n not in epochs and n not in ids and (n not in hints or _may_nest(hints[n]))
+    )
     plan = _PLANS[cls] = (epochs, ids, others)
     return plan
+
+
+def _may_nest(hint: object) -> bool:
+    """Whether a field of type ``hint`` may hold a struct (or a tuple of them)."""
+    if hint in _DECLARED_SCALARS:
+        return False
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return any(_may_nest(arg) for arg in typing.get_args(hint))
+    return True
 
 
 def int32_fields_in_range(message: object) -> bool:

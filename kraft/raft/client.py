@@ -877,10 +877,11 @@ class KafkaRaftClient(ClientView[T]):
 
     def _fire_leader_change(self) -> None:
         state = self.quorum.state
-        if isinstance(state, ResignedState) or not self._initialized:
+        if state is self._listeners.told_of or isinstance(state, ResignedState):
             return  # not fired in Resigned (Kafka's ResignedState)
-        start = state.epoch_start_offset if isinstance(state, LeaderState) else None
-        self._listeners.fire_leader_change(self.leader_and_epoch(), start)
+        if self._initialized:
+            start = state.epoch_start_offset if isinstance(state, LeaderState) else None
+            self._listeners.fire_leader_change(state, self.leader_and_epoch(), start)
 
     def __repr__(self) -> str:
         return (

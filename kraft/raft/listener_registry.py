@@ -76,6 +76,9 @@ class ListenerRegistry(Generic[T]):
         self._pending: deque[tuple[bool, Listener[T]]] = deque()
         #: Drained data batches of the current leader epoch waiting for the high watermark.
         self._uncommitted: deque[CompletedBatch[T]] = deque()
+        #: The quorum state whose leader every listener has been told of: the client asks
+        #: after every poll, and the answer only changes with the state or the listeners.
+        self.told_of: object | None = None
 
     # -- registrations ----------------------------------------------------------------------------
     def register(self, listener: Listener[T]) -> None:
@@ -113,6 +116,7 @@ class ListenerRegistry(Generic[T]):
                     logger.warning("listener %r is registered already", listener)
                 else:
                     self._contexts[key] = ListenerContext(listener, self._wakeup)
+                    self.told_of = None
             elif self._contexts.pop(key, None) is None:
                 logger.warning("listener %r is not registered", listener)
 
@@ -221,11 +225,19 @@ class ListenerRegistry(Generic[T]):
             f"the log start {log.log_start_offset}, and there is no snapshot"
         )
 
-    def fire_leader_change(self, leader: LeaderAndEpoch, epoch_start_offset: int | None) -> None:
-        """Tell each listener of ``leader`` unless it knows already (``epoch_start_offset``:
-        this replica leads, and the news waits until the listener has read past it)."""
+    def fire_leader_change(
+        self, state: object, leader: LeaderAndEpoch, epoch_start_offset: int | None
+    ) -> None:
+        """Tell each listener of ``leader``, the leader of quorum state ``state``, unless it
+        knows already (``epoch_start_offset``: this replica leads, and the news waits until
+        the listener has read past it). Once every listener knows, :attr:`told_of` is
+        ``state``."""
+        told = True
         for context in list(self._contexts.values()):
             context.maybe_fire_leader_change(leader, epoch_start_offset)
+            told = told and context.last_fired == leader
+        if told:
+            self.told_of = state
 
     def begin_shutdown(self) -> None:
         for context in list(self._contexts.values()):

@@ -62,6 +62,7 @@ held for ``leader_completeness`` and ``durability``: the leader finds it when it
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from itertools import combinations
@@ -133,12 +134,29 @@ class Violation:
 class _Committed:
     """Every batch known committed: base offset -> (last offset, epoch, CRC)."""
 
-    __slots__ = ("batches", "frontier")
+    __slots__ = ("batches", "ends", "frontier")
 
     def __init__(self) -> None:
         self.batches: dict[int, tuple[int, int, int]] = {}
+        #: (last offset, base offset) of every batch in ``batches``, in order: a rescan after
+        #: a storage fault or a log cleaning looks only at the batches past the snapshots,
+        #: not at the whole run's.
+        self.ends: list[tuple[int, int]] = []
         #: The highest high watermark any node has reported.
         self.frontier = 0
+
+    def add(self, base: int, identity: tuple[int, int, int]) -> None:
+        self.batches[base] = identity
+        end = (identity[0], base)
+        if self.ends and end < self.ends[-1]:
+            bisect.insort(self.ends, end)
+        else:
+            self.ends.append(end)
+
+    def ending_at_or_after(self, offset: int) -> list[int]:
+        """Base offsets of the batches whose last offset is at or past ``offset``."""
+        ends = self.ends
+        return [base for _, base in ends[bisect.bisect_left(ends, (offset, -1)) :]]
 
 
 class InvariantChecker:
@@ -326,8 +344,9 @@ class InvariantChecker:
             self._check_available(problems)
         # After the log's checks: a listener handed other records usually means its log holds
         # another batch, which committed_data names more precisely.
-        problems += self._handed_otherwise
-        self._handed_otherwise = []
+        if self._handed_otherwise:
+            problems += self._handed_otherwise
+            self._handed_otherwise = []
         return problems
 
     def _check_node(self, node: SimNode, problems: Problems) -> None:
@@ -488,7 +507,7 @@ class InvariantChecker:
             identity = (last, batch.epoch, batch.crc)
             known = batches.get(base)
             if known is None:
-                batches[base] = identity
+                committed.add(base, identity)
             elif known != identity:
                 problems.append(
                     (
@@ -562,7 +581,7 @@ class InvariantChecker:
         covers = [self._intact_snapshot_end(node) for node in voters]
         floor = max(covers) if past_every_snapshot else 0
         batches = self.committed.batches
-        counts = {base: 0 for base, identity in batches.items() if identity[0] >= floor}
+        counts = dict.fromkeys(self.committed.ending_at_or_after(floor), 0)
         for node, covered in zip(voters, covers, strict=True):
             log = node.log
             held = {
@@ -712,17 +731,19 @@ class InvariantChecker:
                 )
             self._top_leader = (epoch, hw)
         if self.voter_checks is None:
-            voter_sets = [self.voter_ids]
+            if _majority_reaches(self.nodes, self._static_voters, hw):
+                return
+            voter_sets = [self._static_voters]
         else:
             # Kafka's MajorityReachedHighWatermark under KIP-853: the leader counts in its
             # latest set, but may not have counted again since it appended it.
             self.voter_checks.check_leader(leader, problems)
             voter_sets = [tuple(voters.ids) for voters in self.voter_checks.leader_sets(leader)]
+            if any(_majority_reaches(self.nodes, ids, hw) for ids in voter_sets):
+                return
         counts = [
             (sum(1 for v in ids if _reaches(self.nodes[v], hw)), len(ids)) for ids in voter_sets
         ]
-        if any(holders > size // 2 for holders, size in counts):
-            return
         ends = {v: self.nodes[v].log.log_end_offset for v in sorted(set().union(*voter_sets))}
         reached = " (of the set before its latest change: ".join(
             f"{holders} of {size} voters" for holders, size in counts
@@ -772,6 +793,18 @@ class InvariantChecker:
                     )
                 )
         return problems
+
+
+def _majority_reaches(nodes: Mapping[int, SimNode], ids: tuple[int, ...], offset: int) -> bool:
+    """Whether a majority of voters ``ids`` reaches ``offset`` (stops counting once one does:
+    this runs after every event)."""
+    needed = len(ids) // 2 + 1
+    for v in ids:
+        if _reaches(nodes[v], offset):
+            needed -= 1
+            if not needed:
+                return True
+    return False
 
 
 def _reaches(node: SimNode, offset: int) -> bool:

@@ -12,6 +12,8 @@ from harness import ControllerQuorum
 
 from kraft.controller.configs import ConfigResource, ConfigResourceType, OpType
 from kraft.controller.quorum_controller import QuorumController
+from kraft.controller.result import ControllerResult
+from kraft.metadata.records import PartitionChangeRecord, at_latest_version
 from kraft.protocol.controller_messages import (
     BrokerHeartbeatRequest,
     BrokerRegistrationRequest,
@@ -213,3 +215,36 @@ def test_config_changes_need_an_existing_topic_or_registered_broker(
     assert results[stranger].error == Errors.BROKER_ID_NOT_REGISTERED
     for controller in quorum.controllers.values():
         assert quorum.run_until(partial(has_config, controller, topic, {"retention.ms": "1000"}))
+
+
+def test_leadership_goes_back_to_the_preferred_replica() -> None:
+    quorum = ControllerQuorum(
+        3,
+        cluster_id=CLUSTER_ID,
+        default_replication_factor=3,
+        leader_imbalance_check_interval_ms=1_000,
+    )
+    brokers = Brokers(quorum)
+    brokers.register_all()
+    brokers.run_for(6_000)
+    active = quorum.wait_active()
+    created = quorum.result(
+        active.create_topics(CreateTopicsRequest(topics=(CreatableTopic(name="skewed"),)))
+    )
+    topic_id = created.topics[0].topic_id
+    partition = active.replication.partition(topic_id, 0)
+    assert partition is not None
+    preferred, other = partition.replicas[0], partition.replicas[1]
+    # Another replica of the ISR takes over, as an election elsewhere would have it.
+    change = PartitionChangeRecord(partition_id=0, topic_id=topic_id, leader=other)
+    quorum.result(
+        active.append_write_event(
+            "moveLeader", lambda: ControllerResult([at_latest_version(change)], None)
+        )
+    )
+    assert active.replication.partition(topic_id, 0).leader == other  # type: ignore[union-attr]
+    assert active.replication.partition_leaders_imbalanced()
+    brokers.run_for(2_000)
+    moved_back = active.replication.partition(topic_id, 0)
+    assert moved_back is not None and moved_back.leader == preferred
+    assert not active.replication.partition_leaders_imbalanced()

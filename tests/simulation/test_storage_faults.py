@@ -231,6 +231,32 @@ def test_committed_intact_catches_a_batch_corrupt_on_every_voter() -> None:
     assert "held intact by no voter" in caught.value.violation.message
 
 
+def test_committed_intact_catches_a_batch_past_the_snapshots_corrupt_on_every_voter() -> None:
+    """With snapshots, the rescan looks only past every voter's latest snapshot: a batch there
+    corrupt on every voter is still found."""
+    cluster = committed(snapshot_every=4)
+    for record in ("past", "the snapshots"):
+        assert cluster.append([record]) is not None
+        cluster.run_for(20)
+    end = cluster.node(cluster.leader() or 0).log_end_offset
+    assert cluster.run_until(
+        lambda: all(n.high_watermark >= end for n in cluster.nodes.values()), 5_000
+    )
+    covered = max(
+        (ids[-1].offset for v in cluster.voter_ids if (ids := cluster.node(v).log.snapshot_ids())),
+        default=0,
+    )
+    leader_log = cluster.node(cluster.leader() or 0).log
+    past = [base for base, _, _ in leader_log.held_batches(covered, leader_log.high_watermark)]
+    assert covered > 0 and past and past[-1] >= covered
+    for voter in cluster.voter_ids:
+        cluster.corrupt(voter, offset=past[-1])
+    with pytest.raises(InvariantViolationError) as caught:
+        cluster.run_for(1_000)
+    assert caught.value.violation.invariant == "committed_intact"
+    assert str(past[-1]) in caught.value.violation.message
+
+
 def test_committed_intact_is_content_with_one_intact_copy_until_the_end() -> None:
     """Two of three voters hold a committed batch corrupt (never read): no violation while
     one copy remains, and at the end, with no voter under repair, too few copies are one."""
