@@ -95,7 +95,13 @@ from kraft.protocol.controller_messages import (
     DescribeClusterResponse,
 )
 from kraft.protocol.errors import Errors
-from kraft.queue import Event, EventQueue, EventTimeoutError, earliest_deadline
+from kraft.queue import (
+    Event,
+    EventQueue,
+    EventTimeoutError,
+    RejectedExecutionError,
+    earliest_deadline,
+)
 from kraft.raft.listeners import BatchReader, LeaderAndEpoch, Listener, SnapshotReaderLike
 from kraft.record.offsets import OffsetAndEpoch
 from kraft.record.typed import Batch
@@ -446,8 +452,10 @@ class QuorumController:
             if self._refusal_log.allow(self._clock.now_ms()):
                 logger.info("%s: %s", name, exc)
             return exc
-        if isinstance(exc, EventTimeoutError):
-            logger.info("%s: timed out before it started", name)
+        if isinstance(exc, (RejectedExecutionError, EventTimeoutError)):
+            # Not run: the queue is shutting down, or the deadline passed first.
+            level = logging.DEBUG if isinstance(exc, RejectedExecutionError) else logging.INFO
+            logger.log(level, "%s: not run: %s", name, exc)
             return exc
         if isinstance(exc, NotLeaderError):
             logger.info("%s: the Raft client refused the append: %s", name, exc)

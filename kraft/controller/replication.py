@@ -405,7 +405,9 @@ class ReplicationControlManager:
             return []
         resource = ConfigResource(ConfigResourceType.TOPIC, topic.name)
         changes = {resource: {c.name: (OpType.SET, c.value) for c in topic.configs}}
-        result = self._configs.incremental_alter_configs(changes, validate_only=False)
+        result = self._configs.incremental_alter_configs(
+            changes, validate_only=False, newly_created_resource=True
+        )
         error = result.response[resource]
         if not error.is_success():
             raise error.exception()

@@ -262,12 +262,6 @@ def test_a_header_naming_another_api_than_its_body_is_malformed() -> None:
         decoder.next_frame()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the config existence check refuses the configs of a topic being created: the "
-    "topic does not exist yet (Kafka's ConfigResourceExistenceChecker lets a creation's own "
-    "topic through); ReplicationControlManager.create_topics / the lead's checker",
-)
 def test_a_topic_is_created_with_its_configs(quorum: ControllerQuorum) -> None:
     leader = quorum.wait_active().node_id
     apis = Apis(quorum)
