@@ -20,14 +20,19 @@ __all__ = [
     "EVENT_SCHEMA_DDL",
     "NOT_FOUND_HINT",
     "STATE_KINDS",
+    "SWEEP_EVENTS_DIR",
     "find_event_logs",
-    "is_parquet_dir",
     "load_events",
+    "parquet_dataset",
     "project",
 ]
 
 #: The event log's name in a run directory (``kraft.simulation.scenario.EVENTS_FILE``).
 EVENTS_FILE = "events.jsonl"
+
+#: The Parquet dataset of events under the ``--out`` of ``kraft sim sweep --engine spark``
+#: (partitioned by scenario: ``events/scenario=<name>/part-....parquet``).
+SWEEP_EVENTS_DIR = "events"
 
 #: Every ``details`` key of schema v1, by the kinds that write it.
 _DETAILS_DDL = ", ".join(
@@ -91,13 +96,33 @@ _DETAILS_DDL = ", ".join(
     ]
 )
 
-#: The event-log schema v1 as a Spark DDL string (the field order of the file).
-EVENT_SCHEMA_DDL = (
-    "v INT, run_id STRING, seed BIGINT, scenario STRING, time_ms BIGINT, seq BIGINT, "
-    "kind STRING, node INT, epoch INT, leader INT, role STRING, log_end_offset BIGINT, "
-    "high_watermark BIGINT, offset BIGINT, base_offset BIGINT, checksum BIGINT, count INT, "
-    f"latency_ms BIGINT, peer INT, message STRING, details STRUCT<{_DETAILS_DDL}>"
+#: The top-level fields of schema v1 with their Spark types, in the field order of the file.
+_FIELDS = (
+    ("v", "INT"),
+    ("run_id", "STRING"),
+    ("seed", "BIGINT"),
+    ("scenario", "STRING"),
+    ("time_ms", "BIGINT"),
+    ("seq", "BIGINT"),
+    ("kind", "STRING"),
+    ("node", "INT"),
+    ("epoch", "INT"),
+    ("leader", "INT"),
+    ("role", "STRING"),
+    ("log_end_offset", "BIGINT"),
+    ("high_watermark", "BIGINT"),
+    ("offset", "BIGINT"),
+    ("base_offset", "BIGINT"),
+    ("checksum", "BIGINT"),
+    ("count", "INT"),
+    ("latency_ms", "BIGINT"),
+    ("peer", "INT"),
+    ("message", "STRING"),
+    ("details", f"STRUCT<{_DETAILS_DDL}>"),
 )
+
+#: The event-log schema v1 as a Spark DDL string (the field order of the file).
+EVENT_SCHEMA_DDL = ", ".join(f"{name} {ddl}" for name, ddl in _FIELDS)
 
 #: The top-level fields whose default is -1 (absent from a line when at the default).
 _MINUS_ONE_DEFAULTS = (
@@ -124,14 +149,22 @@ STATE_KINDS = (
 )
 
 NOT_FOUND_HINT = (
-    "expected a sweep directory (<scenario>/seed-<N>/events.jsonl), a run directory "
-    "(events.jsonl), or a Parquet directory of events (kraft analyze --save-events)"
+    "expected a sweep directory (<scenario>/seed-<N>/events.jsonl, or events/ in Parquet "
+    "from --engine spark), a run directory (events.jsonl), or a Parquet directory of events "
+    "(kraft analyze --save-events)"
 )
 
 
-def is_parquet_dir(path: Path) -> bool:
-    """Whether ``path`` is a directory of Parquet files (as Spark writes them)."""
-    return path.is_dir() and any(path.glob("*.parquet"))
+def parquet_dataset(path: Path) -> Path | None:
+    """The Parquet dataset of events at ``path``: ``path`` itself (flat, as ``kraft analyze
+    --save-events`` writes it, or partitioned Hive style as ``scenario=<name>/``) or
+    ``path/events`` (a Spark sweep's ``--out``); ``None`` if there is none."""
+    for candidate in (path, path / SWEEP_EVENTS_DIR):
+        if candidate.is_dir() and (
+            any(candidate.glob("*.parquet")) or any(candidate.glob("*=*/*.parquet"))
+        ):
+            return candidate
+    return None
 
 
 def find_event_logs(source: Path) -> list[Path]:
@@ -149,10 +182,10 @@ def load_events(spark: Any, source: str | Path | Sequence[str], fmt: str = "auto
     """The events of ``source`` as a DataFrame with the columns of :data:`EVENT_SCHEMA_DDL`,
     defaults filled in, and lines that are not events (no ``run_id`` or ``kind``) left out.
 
-    ``source`` is a local path (see :func:`find_event_logs`; a Parquet directory is read as
-    Parquet), a URI or glob Spark can read (``hdfs://.../*/seed-*/events.jsonl``), or a list
-    of paths. ``fmt``: ``auto``, ``json`` or ``parquet``. Raises ``FileNotFoundError`` when a
-    local ``source`` holds no event log.
+    ``source`` is a local path (see :func:`find_event_logs`; a Parquet dataset, see
+    :func:`parquet_dataset`, is read as Parquet), a URI or glob Spark can read
+    (``hdfs://.../*/seed-*/events.jsonl``), or a list of paths. ``fmt``: ``auto``, ``json``
+    or ``parquet``. Raises ``FileNotFoundError`` when a local ``source`` holds no event log.
     """
     require_pyspark()
     from pyspark.sql import functions as sf
@@ -160,8 +193,9 @@ def load_events(spark: Any, source: str | Path | Sequence[str], fmt: str = "auto
     paths: list[str]
     if isinstance(source, (str, Path)) and "://" not in str(source):
         local = Path(source)
-        if fmt == "parquet" or (fmt == "auto" and is_parquet_dir(local)):
-            fmt, paths = "parquet", [str(local)]
+        dataset = parquet_dataset(local) if fmt in ("auto", "parquet") else None
+        if fmt == "parquet" or dataset is not None:
+            fmt, paths = "parquet", [str(dataset or local)]
         else:
             files = find_event_logs(local) if local.exists() else []
             if not files:
@@ -178,18 +212,15 @@ def load_events(spark: Any, source: str | Path | Sequence[str], fmt: str = "auto
         # the filter below drops, instead of failing the whole job.
         frame = spark.read.schema(EVENT_SCHEMA_DDL).option("mode", "PERMISSIVE").json(paths)
     frame = frame.where(sf.col("run_id").isNotNull() & sf.col("kind").isNotNull())
+    # In the schema's order: a partitioned dataset has its partition column (scenario) last.
     return frame.select(
         *[
-            sf.coalesce(sf.col(name), sf.lit(-1)).cast(_type_of(name)).alias(name)
+            sf.coalesce(sf.col(name), sf.lit(-1)).cast(ddl).alias(name)
             if name in _MINUS_ONE_DEFAULTS
             else sf.col(name)
-            for name in frame.columns
+            for name, ddl in _FIELDS
         ]
     )
-
-
-def _type_of(name: str) -> str:
-    return "int" if name in ("node", "epoch", "leader", "count", "peer") else "bigint"
 
 
 #: The ``details`` keys the analysis reads (the others stay in the files).

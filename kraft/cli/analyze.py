@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kraft.analysis.events import NOT_FOUND_HINT, find_event_logs, is_parquet_dir
+from kraft.analysis.events import NOT_FOUND_HINT, find_event_logs, parquet_dataset
 from kraft.analysis.job import add_arguments, run
 
 __all__ = ["register"]
@@ -43,7 +43,7 @@ def _analyze(args: argparse.Namespace) -> int:
         if not local.exists():
             print(f"error: {local} does not exist", file=sys.stderr)
             return 2
-        if not (is_parquet_dir(local) or find_event_logs(local)):
+        if parquet_dataset(local) is None and not find_event_logs(local):
             print(f"error: no event log in {local}: {NOT_FOUND_HINT}", file=sys.stderr)
             return 2
     try:

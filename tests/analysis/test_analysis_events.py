@@ -11,7 +11,7 @@ import pytest
 from analysis_logs import golden_run
 
 from kraft.analysis import SparkUnavailableError, find_event_logs, load_events, require_pyspark
-from kraft.analysis.events import _DETAILS_DDL
+from kraft.analysis.events import _DETAILS_DDL, SWEEP_EVENTS_DIR
 from kraft.cli.main import main
 from kraft.simulation.scenario import run_scenario
 
@@ -56,6 +56,27 @@ def test_a_torn_line_is_left_out_and_parquet_reads_the_same(spark: Any, tmp_path
     again = load_events(spark, tmp_path / "parquet")
     assert again.columns == events.columns
     assert sorted(again.collect()) == sorted(events.collect())
+
+
+@pytest.mark.spark
+def test_a_spark_sweeps_partitioned_parquet_is_read(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    golden_run(tmp_path / "runs", "a", 1).close(4000)
+    golden_run(tmp_path / "runs", "b", 2).close(3000)
+    events = load_events(spark, tmp_path / "runs")
+    # The layout of `kraft sim sweep --engine spark --out DIR` (docs/analysis.md): DIR/events
+    # partitioned by scenario, whose column the files leave out.
+    sweep_dir = tmp_path / "sweep"
+    events.write.partitionBy("scenario").parquet(str(sweep_dir / SWEEP_EVENTS_DIR))
+    assert not any((sweep_dir / SWEEP_EVENTS_DIR).glob("*.parquet"))
+    for source in (sweep_dir, sweep_dir / SWEEP_EVENTS_DIR):
+        again = load_events(spark, source)
+        assert again.columns == events.columns
+        assert sorted(again.collect()) == sorted(events.collect())
+    out = tmp_path / "report"
+    assert main(["analyze", str(sweep_dir), "--out", str(out), "--quiet"]) == 0
+    assert "2 runs" in capsys.readouterr().out
 
 
 def _ddl_detail_keys() -> set[str]:
