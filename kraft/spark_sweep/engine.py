@@ -16,7 +16,6 @@ dependencies but not kraft. The scenario modules always travel with the tasks.
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import os
 import sys
@@ -32,7 +31,6 @@ import msgspec
 
 from kraft.analysis.events import EVENT_SCHEMA_DDL
 from kraft.analysis.session import spark_session
-from kraft.simulation.scenario import CATALOGUE_PACKAGE
 from kraft.simulation.sweep import (
     RUNS_DIR,
     SWEEP_FILE,
@@ -71,20 +69,15 @@ def event_arrow_schema() -> Any:
 
 
 def build_zip(directory: Path | str) -> Path:
-    """``kraft.zip`` in ``directory``: the kraft package and its scenario catalogue as this
-    process imports them, for ``--py-files`` (sources only: executors need kraft's
-    dependencies, msgspec, crc32c and pyarrow among them, installed)."""
+    """``kraft.zip`` in ``directory``: the kraft package as this process imports it, for
+    ``--py-files`` (sources only: executors need kraft's dependencies, msgspec, crc32c and
+    pyarrow among them, installed; the scenario modules travel with the tasks)."""
     target = Path(directory) / "kraft.zip"
-    roots = [Path(__file__).resolve().parents[1]]
-    catalogue = importlib.util.find_spec(CATALOGUE_PACKAGE)
-    if catalogue is not None and catalogue.submodule_search_locations:
-        roots.append(Path(next(iter(catalogue.submodule_search_locations))))
-    names = {roots[0]: "kraft", **{root: CATALOGUE_PACKAGE for root in roots[1:]}}
+    root = Path(__file__).resolve().parents[1]
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
-        for root, package in names.items():
-            for path in sorted(root.rglob("*")):
-                if path.suffix in (".py", ".typed") and "__pycache__" not in path.parts:
-                    archive.write(path, f"{package}/{path.relative_to(root)}")
+        for path in sorted(root.rglob("*")):
+            if path.suffix in (".py", ".typed") and "__pycache__" not in path.parts:
+                archive.write(path, f"kraft/{path.relative_to(root)}")
     return target
 
 

@@ -3,13 +3,18 @@ reads (docs/analysis.md), the same runs as the local engine, resuming, keep-pass
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from kraft.analysis.events import EVENT_SCHEMA_DDL, load_events
+from kraft.simulation.scenario import run_scenario
 from kraft.simulation.sweep import read_runs, sweep
 
 pytestmark = pytest.mark.spark
@@ -19,7 +24,7 @@ pq = pytest.importorskip("pyarrow.parquet")
 
 from pyspark.sql.types import StructType  # noqa: E402
 
-from kraft.spark_sweep import EVENTS_DIR, SUMMARY_PARQUET, spark_sweep  # noqa: E402
+from kraft.spark_sweep import EVENTS_DIR, SUMMARY_PARQUET, build_zip, spark_sweep  # noqa: E402
 
 SCENARIOS = '''
 from kraft.simulation.scenario import ScenarioRun, scenario
@@ -110,3 +115,33 @@ def test_keep_passing_no_and_resuming(spark: Any, tmp_path: Path, scenarios: Pat
     )
     events = spark.read.schema(EVENT_SCHEMA_DDL).parquet(str(out / EVENTS_DIR))
     assert events.count() == sum(r["events"] for r in rows if r["events_file"])
+
+
+def test_the_zip_of_kraft_runs_the_same_simulation(tmp_path: Path) -> None:
+    zipped = build_zip(tmp_path)
+    # A Python that finds kraft only in the zip: no site (so no installed kraft), the
+    # dependencies' directory by hand.
+    site = Path(msgspec.__file__).parents[1]
+    # The scenario modules travel with the tasks, not in the zip: an executor loads them from
+    # a directory it writes (kraft.spark_sweep.tasks); here, the catalogue's own.
+    catalogue = Path(__file__).parents[2] / "simulations"
+    probe = (
+        "import sys; sys.path[:0] = sys.argv[1:3]\n"
+        "import kraft\n"
+        "from kraft.simulation.scenario import run_scenario\n"
+        "from kraft.spark_sweep.tasks import run_chunk\n"
+        "result = run_scenario('leader_failure', 3, message_events=False, "
+        "scenario_dir=sys.argv[3])\n"
+        "print(kraft.__file__, result.digest)\n"
+    )
+    ran = subprocess.run(
+        [sys.executable, "-S", "-c", probe, str(zipped), str(site), str(catalogue)],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={"PATH": os.environ.get("PATH", "")},
+    )
+    kraft_file, digest = ran.stdout.split()
+    assert kraft_file.startswith(str(zipped))
+    assert digest == run_scenario("leader_failure", 3, message_events=False).digest
