@@ -1,8 +1,8 @@
 """``kraft sim sweep --engine spark``: the seeds of a sweep as Spark tasks, the events in Parquet.
 
-The driver (this process) splits the runs into chunks (one Spark task each: the runs in order
-of scenario and seed, :func:`chunk_size` runs a chunk, several chunks per core so that one slow
-chunk does not hold up the end), the executors run them (:func:`kraft.spark_sweep.tasks.run_chunk`)
+The driver (this process) splits the runs into chunks (one Spark task each, :func:`chunk_runs`:
+consecutive runs, many chunks per core, slow scenarios spread out, so that no slow chunk holds
+up the end), the executors run them (:func:`kraft.spark_sweep.tasks.run_chunk`)
 and write their events to ``OUT/events/`` (docs/analysis.md, *The sweep's Parquet layout*), and
 the driver collects one :class:`~kraft.simulation.sweep.SweepRun` a run, writes
 ``OUT/sweep.parquet`` (every run recorded in ``OUT``) and ``OUT/sweep.json`` (this sweep's
@@ -43,19 +43,45 @@ from kraft.simulation.sweep import (
 )
 from kraft.spark_sweep.tasks import EVENTS_DIR, ChunkConfig, run_chunk, write_atomically
 
-__all__ = ["SUMMARY_PARQUET", "build_zip", "chunk_size", "event_arrow_schema", "spark_sweep"]
+__all__ = [
+    "SUMMARY_PARQUET",
+    "build_zip",
+    "chunk_runs",
+    "chunk_size",
+    "event_arrow_schema",
+    "spark_sweep",
+]
 
 #: One row per run recorded in ``OUT`` (docs/analysis.md lists the columns).
 SUMMARY_PARQUET = "sweep.parquet"
 #: The most runs in one task: bounds what a lost task costs and an executor buffers.
 MAX_CHUNK = 64
 #: Tasks per core: enough that the last tasks, some slower than others, end together.
-TASKS_PER_CORE = 8
+TASKS_PER_CORE = 16
 
 
 def chunk_size(runs: int, cores: int) -> int:
     """Runs per task for ``runs`` runs on ``cores`` cores."""
     return max(1, min(MAX_CHUNK, math.ceil(runs / max(1, cores * TASKS_PER_CORE))))
+
+
+def chunk_runs(runs: Sequence[tuple[str, int]], cores: int) -> list[list[tuple[str, int]]]:
+    """``runs`` (in scenario order) as the tasks' chunks, in the order Spark should start them.
+
+    A chunk holds consecutive runs, mostly of one scenario (few files per chunk); the chunks
+    are then dealt round-robin across scenarios, so that the slow scenarios' chunks are spread
+    over the sweep rather than all left for its end.
+    """
+    size = chunk_size(len(runs), cores)
+    by_scenario: dict[str, list[list[tuple[str, int]]]] = {}
+    for start in range(0, len(runs), size):
+        chunk = list(runs[start : start + size])
+        by_scenario.setdefault(chunk[0][0], []).append(chunk)
+    queues = list(by_scenario.values())
+    dealt: list[list[tuple[str, int]]] = []
+    for round_ in range(max((len(q) for q in queues), default=0)):
+        dealt += [queue[round_] for queue in queues if round_ < len(queue)]
+    return dealt
 
 
 def event_arrow_schema() -> Any:
@@ -200,8 +226,7 @@ def spark_sweep(
         shard=shard_name,
     )
     cores = context.defaultParallelism
-    size = chunk_size(len(todo), cores)
-    chunks = [todo[start : start + size] for start in range(0, len(todo), size)]
+    chunks = chunk_runs(todo, cores)
     started = time.perf_counter()
     if chunks:
         tasks = context.parallelize(chunks, len(chunks))

@@ -25,6 +25,7 @@ pq = pytest.importorskip("pyarrow.parquet")
 from pyspark.sql.types import StructType  # noqa: E402
 
 from kraft.spark_sweep import EVENTS_DIR, SUMMARY_PARQUET, build_zip, spark_sweep  # noqa: E402
+from kraft.spark_sweep.engine import chunk_runs, chunk_size  # noqa: E402
 
 SCENARIOS = '''
 from kraft.simulation.scenario import ScenarioRun, scenario
@@ -145,3 +146,13 @@ def test_the_zip_of_kraft_runs_the_same_simulation(tmp_path: Path) -> None:
     kraft_file, digest = ran.stdout.split()
     assert kraft_file.startswith(str(zipped))
     assert digest == run_scenario("leader_failure", 3, message_events=False).digest
+
+
+def test_chunks_cover_every_run_once_and_spread_the_scenarios() -> None:
+    runs = [(name, seed) for name in ("a", "b", "c") for seed in range(1, 33)]
+    chunks = chunk_runs(runs, cores=2)
+    assert sorted(run for chunk in chunks for run in chunk) == sorted(runs)
+    assert {len(chunk) for chunk in chunks} == {chunk_size(len(runs), 2)} == {3}
+    # Dealt round-robin: the first chunks are of every scenario, not all of "a".
+    assert [chunk[0][0] for chunk in chunks[:6]] == ["a", "b", "c", "a", "b", "c"]
+    assert chunk_size(10**6, 100) == 64 and chunk_runs([], 2) == []
