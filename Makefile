@@ -29,7 +29,7 @@ run: install
 	rm -rf $(RUN_DIR)/sim
 	$(VENV)/bin/kraft sim sweep --engine spark --master 'local[2]' --scenario $(RUN_SCENARIOS) \
 		--seeds $(RUN_SEEDS) --no-message-events --out $(RUN_DIR)/sim
-	$(VENV)/bin/kraft analyze $(RUN_DIR)/sim --out $(RUN_DIR)/report --master 'local[2]'
+	$(VENV)/bin/kraft analyze $(RUN_DIR)/sim/events --out $(RUN_DIR)/report --master 'local[2]'
 
 # The simulation sweep of the issue's bar: every scenario, 200 seeds, no message events.
 sim-sweep: install

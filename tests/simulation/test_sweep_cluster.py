@@ -66,7 +66,11 @@ def test_a_sweep_through_a_standalone_cluster_gives_the_local_runs(tmp_path: Pat
         assert "40 runs, 0 failed, in " in swept.stdout
         assert f"on Spark {url} (2 cores)" in swept.stdout
         analysed = subprocess.run(
-            [str(KRAFT), "analyze", str(out), "--out", str(tmp_path / "report"), "--master", url],
+            [
+                str(KRAFT),
+                *("analyze", str(out / "events"), "--out", str(tmp_path / "report")),
+                *("--master", url),
+            ],
             check=False,
             env=env,
             capture_output=True,
