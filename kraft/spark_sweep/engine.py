@@ -200,8 +200,8 @@ def spark_sweep(
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     # A local master's JVM only schedules (the simulations run in Python workers): the C1
     # compiler alone starts it in half the time, without C2 competing for the cores.
-    local = master is not None and master.startswith("local")
-    conf = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"} if local else {}
+    local_master = master is not None and master.startswith("local")
+    conf = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"} if local_master else {}
     spark = spark_session(master, app_name="kraft-sweep", conf=conf, progress=sys.stderr.isatty())
     context = spark.sparkContext
     for path in py_files:
