@@ -30,7 +30,7 @@ from typing import Any
 import msgspec
 
 from kraft.analysis.events import EVENT_SCHEMA_DDL
-from kraft.analysis.session import spark_session
+from kraft.analysis.session import DEFAULT_MASTER, spark_session
 from kraft.simulation.sweep import (
     RUNS_DIR,
     SWEEP_FILE,
@@ -200,7 +200,7 @@ def spark_sweep(
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     # A local master's JVM only schedules (the simulations run in Python workers): the C1
     # compiler alone starts it in half the time, without C2 competing for the cores.
-    local_master = master is not None and master.startswith("local")
+    local_master = (master or DEFAULT_MASTER).startswith("local")
     conf = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"} if local_master else {}
     spark = spark_session(master, app_name="kraft-sweep", conf=conf, progress=sys.stderr.isatty())
     context = spark.sparkContext
