@@ -458,11 +458,11 @@ def _sweep(args: argparse.Namespace) -> int:
     if args.engine == "local" and (args.master or args.py_files):
         raise BadInputError("--master and --py-files are for --engine spark")
     out: str = args.out
-    total = len(names) * len(shard_seeds(seeds, shard))
-    with _progress(total, sys.stderr) as advance:
-        if args.engine == "spark":
-            summary = _spark_sweep(args, names, seeds, directory, shard, shrink_runs, advance)
-        else:
+    if args.engine == "spark":  # progress is Spark's own bar (the runs return at the end)
+        summary = _spark_sweep(args, names, seeds, directory, shard, shrink_runs)
+    else:
+        total = len(names) * len(shard_seeds(seeds, shard))
+        with _progress(total, sys.stderr) as advance:
             summary = sweep(
                 names,
                 seeds,
@@ -502,7 +502,6 @@ def _spark_sweep(
     directory: Path,
     shard: tuple[int, int],
     shrink_runs: int,
-    advance: Callable[[SweepRun], None],
 ) -> SweepSummary:
     with tempfile.TemporaryDirectory(prefix="kraft-zip-") as scratch:
         py_files = [] if args.py_files is None else [args.py_files]
@@ -521,7 +520,6 @@ def _spark_sweep(
                 shrink_runs=shrink_runs,
                 replay_scenarios=_named_dir(directory),
                 py_files=py_files,
-                on_run=advance,
             )
         except SparkUnavailableError as exc:
             raise BadInputError(str(exc)) from None

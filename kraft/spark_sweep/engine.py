@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 import zipfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -185,13 +185,14 @@ def spark_sweep(
     shrink_runs: int = 0,
     replay_scenarios: str | None = None,
     py_files: Sequence[str] = (),
-    on_run: Callable[[SweepRun], None] | None = None,
 ) -> SweepSummary:
     """Run every scenario with every seed of ``shard`` on Spark (``master``: None keeps what
     ``spark-submit`` set, else ``local[*]``), events to ``out/events/``; runs recorded in
     ``out`` are not run again. Writes ``out/sweep.parquet`` and ``out/sweep.json``.
 
     ``py_files``: zips (or ``.py`` files) added to every executor's path (:func:`build_zip`).
+    The runs come back together at the end: progress is Spark's (its console progress bar
+    on a terminal, its UI).
     """
     import pyarrow.parquet as pq
 
@@ -237,8 +238,6 @@ def spark_sweep(
         for run in tasks.flatMap(partial(run_chunk, config)).collect():
             runs.append(run)
             recorded[run.scenario, run.seed] = run
-            if on_run is not None:
-                on_run(run)
     elapsed = time.perf_counter() - started
     summary = summarize(
         runs,

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from kraft.cli.main import main
 from kraft.simulation.scenario import run_scenario
 from kraft.simulation.sweep import (
     RUNS_DIR,
@@ -133,3 +134,19 @@ def test_a_failed_run_comes_back_with_its_replay_and_shrunk_commands(
         scenario_dir=scenarios,
     )
     assert not rerun.ok and [f["kind"] for f in rerun.faults if not f.get("suppressed")] == ["kill"]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--shard", "3/2"], "--shard: bad shard '3/2': expected K/N with 1 <= K <= N"),
+        (["--master", "local[1]"], "--master and --py-files are for --engine spark"),
+        (["--shrink-runs", "-1"], "--shrink-runs: -1 is less than 0"),
+    ],
+)
+def test_bad_sweep_options_are_one_error_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, options: list[str], message: str
+) -> None:
+    argv = ["sim", "sweep", "--scenario", "leader_failure", "--seeds", "1", "--out"]
+    assert main([*argv, str(tmp_path), *options]) == 2
+    assert capsys.readouterr().err == f"error: {message}\n"
