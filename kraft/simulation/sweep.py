@@ -182,10 +182,10 @@ class RunOptions(msgspec.Struct, frozen=True, kw_only=True):
     replay_scenarios: str | None = None
 
 
-def run_one(scenario: str, seed: int, out_dir: str | None, options: RunOptions) -> SweepRun:
+def run_one(scenario: str, seed: int, out_dir: str, options: RunOptions) -> SweepRun:
     """Run one scenario and seed into ``out_dir`` (the worker's entry point: plain arguments,
-    a plain result). ``out_dir`` None runs without writing the event log."""
-    directory = None if out_dir is None else Path(out_dir)
+    a plain result)."""
+    directory = Path(out_dir)
     replay = replay_command(
         scenario,
         seed,
@@ -211,10 +211,10 @@ def run_one(scenario: str, seed: int, out_dir: str | None, options: RunOptions) 
             wall_s=round(time.perf_counter() - started, 3),
             error=where,
             replay=replay,
-            run_dir=out_dir or "",
+            run_dir=out_dir,
         )
     kept = not result.ok or options.keep_passing
-    if directory is not None and not kept:
+    if not kept:
         shutil.rmtree(directory, ignore_errors=True)
     shrunk = _shrink(result, options)
     return SweepRun(
@@ -232,7 +232,7 @@ def run_one(scenario: str, seed: int, out_dir: str | None, options: RunOptions) 
         replay=replay,
         shrunk_replay=None if shrunk is None else shrunk[0],
         shrunk_faults=None if shrunk is None else shrunk[1],
-        run_dir=out_dir or "" if kept else "",
+        run_dir=out_dir if kept else "",
     )
 
 
