@@ -16,15 +16,18 @@ from typing import Any
 from kraft.analysis.session import require_pyspark
 
 __all__ = [
+    "ANALYSED_KINDS",
     "EVENTS_FILE",
     "EVENT_SCHEMA_DDL",
     "NOT_FOUND_HINT",
     "STATE_KINDS",
     "SWEEP_EVENTS_DIR",
+    "analysed",
     "find_event_logs",
     "load_events",
     "parquet_dataset",
     "project",
+    "with_details",
 ]
 
 #: The event log's name in a run directory (``kraft.simulation.scenario.EVENTS_FILE``).
@@ -223,49 +226,106 @@ def load_events(spark: Any, source: str | Path | Sequence[str], fmt: str = "auto
     )
 
 
-#: The ``details`` keys the analysis reads (the others stay in the files).
-_DETAILS_READ = (
-    "voters",
-    "observers",
-    "from_role",
-    "fault",
-    "index",
-    "targets",
-    "drop",
-    "duplicate",
-    "reorder",
+#: The ``details`` the analysis reads, as top-level columns (name, path in ``details``, type)
+#: of atomic types, arrays and structs as JSON text: Spark reads a cache of atomic columns
+#: column by column (its vectorized reader takes no struct, array or map), and
+#: :func:`with_details` puts ``details`` back together from them.
+_FLAT_DETAILS = (
+    ("details_voters", "voters", "INT"),
+    ("details_observers", "observers", "INT"),
+    ("details_from_role", "from_role", "STRING"),
+    ("details_fault", "fault", "STRING"),
+    ("details_index", "index", "INT"),
+    ("details_targets", "targets", "ARRAY<INT>"),
+    ("details_drop", "drop", "DOUBLE"),
+    ("details_duplicate", "duplicate", "DOUBLE"),
+    ("details_reorder", "reorder", "DOUBLE"),
+    ("details_latency_ms", "latency_ms", "ARRAY<BIGINT>"),
+    ("details_election_timeout_ms", "config.election_timeout_ms", "BIGINT"),
+    (
+        "details_network",
+        "config.network",
+        "STRUCT<latency_ms: ARRAY<BIGINT>, `drop`: DOUBLE, duplicate: DOUBLE, reorder: DOUBLE>",
+    ),
+)
+
+#: The kinds whose ``details`` the analysis reads; :func:`project` leaves the others' null.
+_DETAILS_KINDS = ("run_started", "state_changed", "fault_injected")
+
+#: The kinds the metrics and the safety checks read, beyond the per-run counts of
+#: :func:`kraft.analysis.metrics.run_info` (which count every event): a quarter of a log
+#: with message events, whose three quarters are ``message_*``.
+ANALYSED_KINDS = (
+    *STATE_KINDS,
+    "run_started",
+    "run_finished",
+    "append_refused",
+    "batch_committed",
+    "fault_injected",
+)
+
+#: The top-level columns the analysis reads.
+_READ = (
+    "run_id",
+    "seed",
+    "scenario",
+    "time_ms",
+    "seq",
+    "kind",
+    "node",
+    "epoch",
+    "role",
+    "high_watermark",
+    "offset",
+    "base_offset",
+    "checksum",
+    "count",
     "latency_ms",
 )
 
 
 def project(events: Any) -> Any:
-    """The columns the analysis reads, ``details`` cut down to the keys it uses: what is worth
-    caching (message events then cost little more than their ``kind``)."""
+    """The columns the analysis reads, all of atomic types: ``details`` becomes the columns
+    of :data:`_FLAT_DETAILS`, null on the kinds where the analysis reads none. What is worth
+    caching; :func:`with_details` gives back the events' shape."""
     require_pyspark()
     from pyspark.sql import functions as sf
 
-    details = sf.struct(
-        *[sf.col(f"details.{key}").alias(key) for key in _DETAILS_READ],
-        sf.struct(
-            sf.col("details.config.election_timeout_ms").alias("election_timeout_ms"),
-            sf.col("details.config.network").alias("network"),
-        ).alias("config"),
-    )
+    has_details = sf.col("kind").isin(*_DETAILS_KINDS)
+
+    def flat(path: str, ddl: str) -> Any:
+        value = sf.col(f"details.{path}")
+        return value if "<" not in ddl else sf.to_json(value)
+
     return events.select(
-        "run_id",
-        "seed",
-        "scenario",
-        "time_ms",
-        "seq",
-        "kind",
-        "node",
-        "epoch",
-        "role",
-        "high_watermark",
-        "offset",
-        "base_offset",
-        "checksum",
-        "count",
-        "latency_ms",
-        details.alias("details"),
+        *_READ,
+        *[sf.when(has_details, flat(path, ddl)).alias(name) for name, path, ddl in _FLAT_DETAILS],
     )
+
+
+def with_details(flat: Any) -> Any:
+    """The events of :func:`project` with ``details`` put back (the keys the analysis reads),
+    in the shape :func:`load_events` gives: what the metrics and the safety checks take."""
+    require_pyspark()
+    from pyspark.sql import functions as sf
+
+    def value(name: str, ddl: str) -> Any:
+        return sf.col(name) if "<" not in ddl else sf.from_json(sf.col(name), ddl)
+
+    fields = {
+        path: value(name, ddl).alias(path.rsplit(".", 1)[-1]) for name, path, ddl in _FLAT_DETAILS
+    }
+    config = [fields.pop(path) for path in ("config.election_timeout_ms", "config.network")]
+    details = sf.struct(*fields.values(), sf.struct(*config).alias("config"))
+    return flat.select(
+        *_READ, sf.when(sf.col("kind").isin(*_DETAILS_KINDS), details).alias("details")
+    )
+
+
+def analysed(events: Any) -> Any:
+    """The events of :data:`ANALYSED_KINDS`: all that the metrics but the per-run counts and
+    the safety checks read."""
+    require_pyspark()
+    from pyspark.sql import functions as sf
+
+    return events.where(sf.col("kind").isin(*ANALYSED_KINDS))

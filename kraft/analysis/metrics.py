@@ -86,9 +86,9 @@ def run_info(events: DataFrame) -> DataFrame:
         return sf.count(sf.when(condition, True))
 
     started = kind == "run_started"
-    return events.groupBy("run_id").agg(
-        sf.first("scenario").alias("scenario"),
-        sf.first("seed").alias("seed"),
+    # A run has one scenario and seed: grouping by them too costs nothing, while first() of
+    # a string would make Spark sort every event (no hash aggregate keeps a string).
+    return events.groupBy("run_id", "scenario", "seed").agg(
         sf.max(sf.when(started, sf.col("details.voters"))).alias("voters"),
         sf.max(sf.when(started, sf.col("details.observers"))).alias("observers"),
         sf.max(sf.when(started, sf.col("details.config.election_timeout_ms"))).alias(
@@ -237,23 +237,30 @@ def committed_batches(events: DataFrame, runs: DataFrame) -> DataFrame:
     """Data batches at their first delivery on each node: ``run_id, scenario, voters, node,
     role, offset, count, latency_ms, on_voter``. A node handed its log again after a restart
     re-delivers batches with a latency that includes its downtime; those are left out."""
-    from pyspark.sql import Window
     from pyspark.sql import functions as sf
 
-    first = Window.partitionBy("run_id", "node", "offset").orderBy("seq")
     shape = runs.select("run_id", "voters")
+    # The first delivery is the one of least seq: an aggregate, not a sort of every delivery.
+    first = sf.min(sf.struct("seq", "scenario", "role", "count", "latency_ms")).alias("first")
     return (
         events.where(
             (sf.col("kind") == "batch_committed")
             & (sf.col("count") > 0)
             & (sf.col("latency_ms") >= 0)
         )
-        .select("run_id", "scenario", "seq", "node", "role", "offset", "count", "latency_ms")
-        .withColumn("delivery", sf.row_number().over(first))
-        .where(sf.col("delivery") == 1)
+        .groupBy("run_id", "node", "offset")
+        .agg(first)
+        .select(
+            "run_id",
+            "first.scenario",
+            "node",
+            "first.role",
+            "offset",
+            "first.count",
+            "first.latency_ms",
+        )
         .join(sf.broadcast(shape), "run_id")
         .withColumn("on_voter", sf.col("node") <= sf.col("voters"))
-        .drop("delivery", "seq")
     )
 
 

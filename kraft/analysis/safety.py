@@ -16,6 +16,8 @@ hand, is judged on its own. Each check returns its violations with the columns o
 
 from __future__ import annotations
 
+from functools import reduce
+from operator import or_
 from typing import Any
 
 from kraft.analysis.events import STATE_KINDS
@@ -61,8 +63,7 @@ def _shape(frame: DataFrame, check: str) -> DataFrame:
 
 def committed_data(events: DataFrame) -> DataFrame:
     """Deliveries of an offset whose batch differs from the first delivery of that offset in
-    the run: a join of every (run, offset, node) with the run's reference for the offset."""
-    from pyspark.sql import Window
+    the run."""
     from pyspark.sql import functions as sf
 
     # One row per offset of each committed batch, so batches cut at different boundaries on
@@ -83,17 +84,25 @@ def committed_data(events: DataFrame) -> DataFrame:
         "checksum",
         sf.explode(sf.sequence("base_offset", "offset")).alias("offset"),
     )
-    first = Window.partitionBy("run_id", "offset").orderBy("seq")
+    # In a good log every offset was committed as one batch. The offsets committed as more
+    # than one batch come out of a hash aggregate of numbers (no sort of every delivery);
+    # their deliveries alone are compared with the first one (least seq), the reference.
+    fields = ("epoch", "base_offset", "last_offset", "checksum")
+    bounds = [(sf.min(c).alias(f"min_{c}"), sf.max(c).alias(f"max_{c}")) for c in fields]
+    split = (
+        deliveries.groupBy("run_id", "offset")
+        .agg(*[bound for pair in bounds for bound in pair])
+        .where(reduce(or_, [sf.col(f"min_{c}") != sf.col(f"max_{c}") for c in fields]))
+        .select("run_id", "offset")
+    )
+    suspect = deliveries.join(split, ["run_id", "offset"])
     reference = (
-        deliveries.withColumn("rank", sf.row_number().over(first))
-        .where(sf.col("rank") == 1)
+        suspect.groupBy("run_id", "offset")
+        .agg(sf.min(sf.struct("seq", "node", *fields)).alias("ref"))
         .select(
             "run_id",
             "offset",
-            *[
-                sf.col(c).alias(f"ref_{c}")
-                for c in ("node", "epoch", "base_offset", "last_offset", "checksum")
-            ],
+            *[sf.col(f"ref.{c}").alias(f"ref_{c}") for c in ("node", *fields)],
         )
     )
     differs = (
@@ -113,7 +122,7 @@ def committed_data(events: DataFrame) -> DataFrame:
         )
 
     found = (
-        deliveries.join(reference, ["run_id", "offset"])
+        suspect.join(reference, ["run_id", "offset"])
         .where(differs)
         .withColumn(
             "detail",
@@ -187,13 +196,12 @@ def monotonic_high_watermark(events: DataFrame) -> DataFrame:
         "high_watermark",
         sf.when(kind == "node_started", 1).otherwise(0).alias("start"),
     )
+    # A node_started row begins a life: it has no previous state in it.
     by_node = Window.partitionBy("run_id", "node").orderBy("seq")
-    life = states.withColumn(
-        "life", sf.sum("start").over(by_node.rowsBetween(Window.unboundedPreceding, 0))
-    )
-    in_life = Window.partitionBy("run_id", "node", "life").orderBy("seq")
     found = (
-        life.withColumn("previous", sf.lag("high_watermark").over(in_life))
+        states.withColumn(
+            "previous", sf.when(sf.col("start") == 0, sf.lag("high_watermark").over(by_node))
+        )
         .where(sf.col("high_watermark") < sf.col("previous"))
         .withColumn("offset", sf.lit(-1))
         .withColumn(
@@ -236,15 +244,13 @@ def monotonic_epoch(events: DataFrame) -> DataFrame:
         "kind",
         sf.lit(1).alias("wipe"),
     )
+    # The state right after a wipe has no previous state on its disk.
     by_node = Window.partitionBy("run_id", "node").orderBy("seq")
-    disk = states.unionByName(wipes).withColumn(
-        "disk", sf.sum("wipe").over(by_node.rowsBetween(Window.unboundedPreceding, 0))
-    )
-    on_disk = Window.partitionBy("run_id", "node", "disk").orderBy("seq")
+    after_state = sf.lag("wipe").over(by_node) == 0
     found = (
-        disk.where(sf.col("wipe") == 0)
-        .withColumn("previous", sf.lag("epoch").over(on_disk))
-        .where(sf.col("epoch") < sf.col("previous"))
+        states.unionByName(wipes)
+        .withColumn("previous", sf.when(after_state, sf.lag("epoch").over(by_node)))
+        .where((sf.col("wipe") == 0) & (sf.col("epoch") < sf.col("previous")))
         .withColumn("offset", sf.lit(-1))
         .withColumn(
             "detail",

@@ -5,8 +5,10 @@ The input: a real sweep (scenarios x seeds, message events on), replicated under
 (``seed`` + k x 100000 in ``run_id`` and ``seed``) until it holds ``--events`` events. Then the
 whole job (:func:`kraft.analysis.job.analyze`: metrics, safety checks, tables, plots, report)
 runs on the JSON Lines, then once more on the same events converted to Parquet. The Spark
-session is started (and warmed on the base sweep) before timing. Files go to ``--dir`` and
-are deleted at the end.
+session is started (and warmed on the base sweep) before timing. Each timed analysis also
+reports how many Spark jobs and stages it ran (Spark's status tracker), and the output the
+load average (on a shared machine the figures move with it). Files go to ``--dir`` and are
+deleted at the end.
 
 Run: ``.venv/bin/python tests/benchmarks/bench_analysis.py [--events N] [--master local[2]]``
 (``make bench`` runs it with 2 million events). Not collected by pytest.
@@ -16,12 +18,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from kraft.analysis import spark_session
-from kraft.analysis.job import analyze
+from kraft.analysis.job import AnalysisResult, analyze
 from kraft.simulation.sweep import parse_seeds, sweep
 
 SCENARIOS = ("leader_failure", "lossy_network", "rolling_restarts", "long_follower_isolation")
@@ -50,6 +55,26 @@ def replicate(base: Path, out: Path, events: int) -> int:
     return written
 
 
+def counted(spark: Any, group: str, job: Callable[[], AnalysisResult]) -> dict[str, Any]:
+    """Run ``job`` as Spark job group ``group``: its time, events/s and how many Spark jobs
+    and stages it ran (stages whose shuffle output was reused, skipped, not counted)."""
+    context = spark.sparkContext
+    context.setJobGroup(group, group)
+    result = job()
+    tracker = context.statusTracker()
+    jobs = tracker.getJobIdsForGroup(group)
+    infos = [tracker.getJobInfo(job_id) for job_id in jobs]
+    stages = {stage for info in infos if info is not None for stage in info.stageIds}
+    ran = [s for s in map(tracker.getStageInfo, stages) if s is not None and s.numCompletedTasks]
+    return {
+        "s": round(result.elapsed_s, 1),
+        "events_per_s": round(result.events_per_s),
+        "events": result.events,
+        "spark_jobs": len(jobs),
+        "spark_stages": len(ran),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=10_000_000)
@@ -69,28 +94,29 @@ def main() -> None:
         size = sum(p.stat().st_size for p in runs.rglob("events.jsonl"))
         spark = spark_session(args.master)
         analyze(spark, str(base), args.dir / "warm")  # JVM warm-up, not timed
-        json_run = analyze(spark, str(runs), args.dir / "report-json")
+        json_run = counted(
+            spark, "json", lambda: analyze(spark, str(runs), args.dir / "report-json")
+        )
         started = time.perf_counter()
         converted = args.dir / "report-parquet"
         parquet_run = analyze(spark, str(runs), converted, save_events=True)
         convert_and_analyze_s = time.perf_counter() - started
-        parquet_only = analyze(spark, str(converted / "events"), args.dir / "report-parquet2")
+        parquet_only = counted(
+            spark,
+            "parquet",
+            lambda: analyze(spark, str(converted / "events"), args.dir / "report-parquet2"),
+        )
         results = {
             "events": total,
             "json_bytes": size,
             "generated_s": round(generated_s, 1),
             "master": args.master,
-            "json": {
-                "s": round(json_run.elapsed_s, 1),
-                "events_per_s": round(json_run.events_per_s),
-            },
+            "load": os.getloadavg()[0],
+            "json": json_run,
             "json_to_parquet_then_analyze": {"s": round(convert_and_analyze_s, 1)},
-            "parquet": {
-                "s": round(parquet_only.elapsed_s, 1),
-                "events_per_s": round(parquet_only.events_per_s),
-            },
+            "parquet": parquet_only,
         }
-        assert json_run.events == parquet_run.events == parquet_only.events == total
+        assert json_run["events"] == parquet_run.events == parquet_only["events"] == total
         spark.stop()
     finally:
         if not args.keep:
@@ -98,15 +124,16 @@ def main() -> None:
     if args.json:
         print(json.dumps(results, indent=2))
         return
-    print(f"analysis: {total:,} events ({size / 1e6:,.0f} MB of JSON Lines) on {args.master}")
     print(
-        f"  JSON Lines  {results['json']['s']:>7} s  {results['json']['events_per_s']:>10,} "
-        "events/s"
+        f"analysis: {total:,} events ({size / 1e6:,.0f} MB of JSON Lines) on {args.master}, "
+        f"load average {results['load']:.1f}"
     )
-    print(
-        f"  Parquet     {results['parquet']['s']:>7} s  "
-        f"{results['parquet']['events_per_s']:>10,} events/s"
-    )
+    for name, label in (("json", "JSON Lines"), ("parquet", "Parquet")):
+        run = results[name]
+        print(
+            f"  {label:<10}  {run['s']:>7} s  {run['events_per_s']:>10,} events/s  "
+            f"{run['spark_jobs']} Spark jobs, {run['spark_stages']} stages"
+        )
     print(
         f"  (converting JSON to Parquet and analysing: "
         f"{results['json_to_parquet_then_analyze']['s']} s)"
