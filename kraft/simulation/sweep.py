@@ -16,6 +16,7 @@ splitting one sweep across machines or clusters.
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 import shutil
@@ -53,6 +54,8 @@ __all__ = [
     "sweep",
     "write_summary",
 ]
+
+logger = logging.getLogger(__name__)
 
 #: The summary a sweep writes next to its runs.
 SWEEP_FILE = "sweep.json"
@@ -263,20 +266,23 @@ def read_runs(out_dir: Path | str) -> dict[tuple[str, int], SweepRun]:
     """The runs recorded in ``out_dir/runs/*.jsonl`` by scenario and seed."""
     runs: dict[tuple[str, int], SweepRun] = {}
     for path in sorted((Path(out_dir) / RUNS_DIR).glob("*.jsonl")):
-        for run in decode_runs(path.read_bytes()):
+        for run in decode_runs(path.read_bytes(), str(path)):
             runs[run.scenario, run.seed] = run
     return runs
 
 
-def decode_runs(data: bytes) -> list[SweepRun]:
-    """The runs of one ``runs/*.jsonl`` file (a line torn by a killed sweep is skipped: that
-    run runs again)."""
+def decode_runs(data: bytes, source: str) -> list[SweepRun]:
+    """The runs of the ``runs/*.jsonl`` file ``source`` (a line torn by a killed sweep is
+    skipped, with one log line: that run runs again)."""
     runs: list[SweepRun] = []
+    skipped = 0
     for line in data.splitlines():
         try:
             runs.append(_run_decoder.decode(line))
         except msgspec.DecodeError:
-            continue
+            skipped += 1
+    if skipped:
+        logger.warning("%s: skipped %d unreadable line(s); their runs run again", source, skipped)
     return runs
 
 

@@ -130,7 +130,7 @@ def _recorded_runs(filesystem: Any, root: str) -> dict[tuple[str, int], SweepRun
     for path in sorted(_files_under(filesystem, f"{root}/{RUNS_DIR}")):
         if path.endswith(".jsonl") and not path.rpartition("/")[2].startswith("."):
             with filesystem.open_input_stream(path) as stream:
-                for run in decode_runs(stream.read()):
+                for run in decode_runs(stream.read(), path):
                     runs[run.scenario, run.seed] = run
     return runs
 

@@ -75,7 +75,7 @@ def test_a_shard_runs_only_its_seeds(tmp_path: Path, scenarios: Path) -> None:
 
 
 def test_a_sweep_started_again_runs_only_the_runs_not_recorded(
-    tmp_path: Path, scenarios: Path
+    tmp_path: Path, scenarios: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     first = sweep(NAMES, [1, 2], tmp_path, scenario_dir=scenarios)
     assert first.total.runs == 4 and first.resumed == 0
@@ -89,6 +89,7 @@ def test_a_sweep_started_again_runs_only_the_runs_not_recorded(
         ("sweep_passes", 3),
     ]
     assert second.resumed == 4 and second.total.runs == 6 and second.seeds == "1-3"
+    assert f"{log}: skipped 1 unreadable line(s); their runs run again" in caplog.messages
     assert [(r.scenario, r.seed) for r in second.failed] == [("sweep_fails_on_even_seeds", 2)]
 
 
