@@ -17,8 +17,8 @@ $(VENV)/.installed: pyproject.toml
 # The main job: format a data directory, write a log, reopen (recover) it, dump it; run a
 # three-node quorum of real Raft clients in memory (election, replication, failover); then
 # sweep a catalogue of fault scenarios over tens of seeds, the replicated kv store's among them
-# (its histories checked for linearizability; event logs in $(RUN_DIR)/sim) and
-# analyse the logs on local Spark (report in $(RUN_DIR)/report/report.md).
+# (its histories checked for linearizability), as Spark tasks on local Spark (events in Parquet
+# under $(RUN_DIR)/sim/events) and analyse them (report in $(RUN_DIR)/report/report.md).
 RUN_SCENARIOS ?= leader_failure leader_partitioned_away lossy_network all_nodes_killed \
 	rolling_restarts asymmetric_partition remove_leader rolling_replacement kv_nemesis \
 	kv_leader_transfers
@@ -27,9 +27,9 @@ run: install
 	$(PY) examples/storage_demo.py --dir $(RUN_DIR)/storage-demo
 	$(PY) examples/raft_in_memory.py
 	rm -rf $(RUN_DIR)/sim
-	$(VENV)/bin/kraft sim sweep --scenario $(RUN_SCENARIOS) --seeds $(RUN_SEEDS) --jobs 2 \
-		--no-message-events --out $(RUN_DIR)/sim
-	$(VENV)/bin/kraft analyze $(RUN_DIR)/sim --out $(RUN_DIR)/report --master 'local[2]'
+	$(VENV)/bin/kraft sim sweep --engine spark --master 'local[2]' --scenario $(RUN_SCENARIOS) \
+		--seeds $(RUN_SEEDS) --no-message-events --out $(RUN_DIR)/sim
+	$(VENV)/bin/kraft analyze $(RUN_DIR)/sim/events --out $(RUN_DIR)/report --master 'local[2]'
 
 # The simulation sweep of the issue's bar: every scenario, 200 seeds, no message events.
 sim-sweep: install

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,8 @@ START_TIMEOUT_S = 60.0
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     pytest.importorskip("pyspark")
+    # Python workers (the Spark engine of the sweep) run this interpreter, not `python3`.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     session = spark_session(
         "local[2]",
         app_name="kraft-analysis-tests",

@@ -25,8 +25,9 @@ import pytest
 #: trio runtime with its async API above it, the test harness, and the simulator above them
 #: all) and the key-value state machine built on the core's StateMachine (kv) come above it;
 #: Kafka's metadata records and image (metadata) sit beside the queue, and the controller,
-#: which drives the queue and the client with them, above both; the analysis of the
-#: simulator's event logs and the command line over all of it are on top.
+#: which drives the queue and the client with them, above both; the analysis of the simulator's
+#: event logs, the Spark engine of the sweep (it runs the simulator on executors and writes the
+#: analysis's event schema, so it stands on both) and the command line over all of it are on top.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("common", "errors"),
     ("config",),
@@ -40,6 +41,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("aio",),
     ("simulation",),
     ("analysis",),
+    ("spark_sweep",),
     ("cli",),
 )
 

@@ -1,7 +1,8 @@
 """``kraft sim``: run, sweep, replay and shrink deterministic simulation scenarios.
 
 - ``run``: one scenario and seed into a run directory (``events.jsonl`` and ``run.json``);
-- ``sweep``: scenarios x seeds in worker processes, a summary table and ``sweep.json``;
+- ``sweep``: scenarios x seeds in worker processes or on Spark (``--engine spark``), a summary
+  table and ``sweep.json``;
 - ``replay``: re-run a run directory's run and check the event log is byte for byte the same;
 - ``shrink``: delta-debug a failing run's faults down to the few that make it fail;
 - ``list``: the scenarios there are.
@@ -26,8 +27,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
+from kraft.analysis.session import SparkUnavailableError
 from kraft.simulation.cluster import SimulationError
-from kraft.simulation.cluster import replay_command as cluster_replay_command
 from kraft.simulation.scenario import (
     CATALOGUE_PACKAGE,
     EVENTS_FILE,
@@ -39,7 +40,18 @@ from kraft.simulation.scenario import (
     run_scenario,
 )
 from kraft.simulation.shrink import DEFAULT_MAX_RUNS, injected_faults, shrink
-from kraft.simulation.sweep import SWEEP_FILE, ScenarioSummary, SweepRun, parse_seeds, sweep
+from kraft.simulation.sweep import (
+    SWEEP_FILE,
+    ScenarioSummary,
+    SweepRun,
+    SweepSummary,
+    parse_seeds,
+    parse_shard,
+    shard_seeds,
+    sweep,
+)
+from kraft.simulation.sweep import replay_command as sweep_replay_command
+from kraft.spark_sweep import build_zip, spark_sweep
 
 __all__ = ["register"]
 
@@ -126,11 +138,12 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
 
     sweep_parser = commands.add_parser(
         "sweep",
-        help="run scenarios x seeds in worker processes and sum them up",
+        help="run scenarios x seeds in worker processes or on Spark and sum them up",
         description="Run every scenario with every seed, JOBS at a time, into "
-        "DIR/<scenario>/seed-<N>; print a summary per scenario and the failed "
-        "runs with their replay commands; write DIR/sweep.json. Exit code 1 if "
-        "any run failed.",
+        "DIR/<scenario>/seed-<N> (or, --engine spark, as Spark tasks with the events in "
+        "DIR/events/, Parquet); print a summary per scenario and the failed "
+        "runs with their replay commands; write DIR/sweep.json. Runs already recorded in "
+        "DIR are not run again (a sweep resumes). Exit code 1 if any run failed.",
     )
     sweep_parser.add_argument(
         "--scenario",
@@ -148,14 +161,46 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         "-j",
         default=str(_cpus()),
         metavar="N",
-        help="worker processes; 1 runs in this process (default: the CPUs this process may use)",
+        help="worker processes; 1 runs in this process (default: the CPUs this process may "
+        "use; --engine local only)",
+    )
+    sweep_parser.add_argument(
+        "--engine",
+        choices=("local", "spark"),
+        default="local",
+        help="local: worker processes of this machine, a run directory per run (default); "
+        "spark: Spark tasks, events in Parquet (needs the spark extra)",
+    )
+    sweep_parser.add_argument(
+        "--master",
+        metavar="URL",
+        help="the Spark master (--engine spark; default: spark-submit's, else local[*])",
+    )
+    sweep_parser.add_argument(
+        "--py-files",
+        metavar="ZIP",
+        help="--engine spark: ship kraft to the executors as this zip, or `auto` to build it "
+        "from this installation (default: executors run this interpreter, $PYSPARK_PYTHON)",
+    )
+    sweep_parser.add_argument(
+        "--shard",
+        metavar="K/N",
+        default="1/1",
+        help="run only the K-th of N shares of the seeds (every N-th seed from the K-th)",
+    )
+    sweep_parser.add_argument(
+        "--shrink-runs",
+        default="20",
+        metavar="N",
+        help="the most runs spent shrinking each failed run's faults (0: do not shrink; "
+        "default: 20)",
     )
     sweep_parser.add_argument(
         "--out",
         metavar="DIR",
-        type=Path,
-        default=DEFAULT_OUT,
-        help=f"where the runs go (default: {DEFAULT_OUT})",
+        default=str(DEFAULT_OUT),
+        help=f"where the runs go, a path or (--engine spark) a URI every executor reaches "
+        f"(default: {DEFAULT_OUT})",
     )
     sweep_parser.add_argument(
         "--no-message-events",
@@ -166,7 +211,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         "--keep-passing",
         choices=("yes", "no"),
         default="yes",
-        help="keep the run directories of passing runs (default: yes)",
+        help="keep the events of passing runs (default: yes; their summaries are always kept)",
     )
     scenarios_option(sweep_parser)
     sweep_parser.set_defaults(handler=_exit_2_on_bad_input(_sweep))
@@ -296,12 +341,20 @@ def replay_command(
     scenario_dir: Path | None = None,
 ) -> str:
     """The ``kraft sim run`` command line that runs this again."""
-    command = cluster_replay_command(
-        scenario, seed, suppress=suppress, message_events=message_events
+    return sweep_replay_command(
+        scenario,
+        seed,
+        suppress=suppress,
+        message_events=message_events,
+        scenarios=_named_dir(scenario_dir),
     )
-    if scenario_dir is not None and not _is_default_dir(scenario_dir):
-        command += f" --scenarios {scenario_dir}"
-    return command
+
+
+def _named_dir(scenario_dir: Path | None) -> str | None:
+    """The ``--scenarios`` a command must name: None for the directory found by default."""
+    if scenario_dir is None or _is_default_dir(scenario_dir):
+        return None
+    return str(scenario_dir)
 
 
 def _result_replay(result: RunResult, scenario_dir: Path) -> str:
@@ -370,8 +423,8 @@ def _run(args: argparse.Namespace) -> int:
     return 1
 
 
-def _sweep(args: argparse.Namespace) -> int:
-    directory = _scenario_dir(args)
+def _sweep_names(args: argparse.Namespace, directory: Path) -> list[str]:
+    """The scenarios ``--scenario`` names, in order, without repeats (``all``: every one)."""
     known = _scenarios_in(directory)
     names: list[str] = []
     for item in args.scenario:
@@ -386,45 +439,101 @@ def _sweep(args: argparse.Namespace) -> int:
                     names.append(one)
     if not names:
         raise BadInputError(f"no scenarios to sweep in {directory}")
+    return names
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    directory = _scenario_dir(args)
+    names = _sweep_names(args, directory)
     try:
         seeds = parse_seeds(args.seeds)
     except ValueError as exc:
         raise BadInputError(f"--seeds: {exc}") from None
     jobs = _int(args.jobs, "--jobs", 1)
-    out: Path = args.out
-    total = len(names) * len(seeds)
-    with _progress(total, sys.stderr) as advance:
-        summary = sweep(
-            names,
-            seeds,
-            out,
-            jobs=jobs,
-            scenario_dir=directory,
-            message_events=not args.no_message_events,
-            keep_passing=args.keep_passing == "yes",
-            on_run=advance,
-        )
+    try:
+        shard = parse_shard(args.shard)
+    except ValueError as exc:
+        raise BadInputError(f"--shard: {exc}") from None
+    shrink_runs = _int(args.shrink_runs, "--shrink-runs", 0)
+    if args.engine == "local" and (args.master or args.py_files):
+        raise BadInputError("--master and --py-files are for --engine spark")
+    out: str = args.out
+    if args.engine == "spark":  # progress is Spark's own bar (the runs return at the end)
+        summary = _spark_sweep(args, names, seeds, directory, shard, shrink_runs)
+    else:
+        total = len(names) * len(shard_seeds(seeds, shard))
+        with _progress(total, sys.stderr) as advance:
+            summary = sweep(
+                names,
+                seeds,
+                Path(out),
+                jobs=jobs,
+                scenario_dir=directory,
+                message_events=not args.no_message_events,
+                keep_passing=args.keep_passing == "yes",
+                shard=shard,
+                shrink_runs=shrink_runs,
+                replay_scenarios=_named_dir(directory),
+                on_run=advance,
+            )
     print(_table([*summary.per_scenario, summary.total]))
+    workers = summary.jobs
+    how = (
+        f"on Spark {summary.master} ({workers} cores)"
+        if summary.engine == "spark"
+        else f"with {workers} job{'s' if workers > 1 else ''}"
+    )
+    resumed = f", {summary.resumed} recorded before" if summary.resumed else ""
     print(
-        f"{summary.total.runs} runs, {len(summary.failed)} failed, in {summary.elapsed_s:.1f} s "
-        f"with {jobs} job{'s' if jobs > 1 else ''}; summary in {out / SWEEP_FILE}"
+        f"{summary.total.runs} runs{resumed}, {len(summary.failed)} failed, in "
+        f"{summary.elapsed_s:.1f} s {how}; summary in {out.rstrip('/')}/{SWEEP_FILE}"
     )
     if summary.failed:
         print("failed runs:")
         for run in summary.failed:
-            print(_failed_line(run, directory, args.no_message_events))
+            print(_failed_line(run))
     return 1 if summary.failed else 0
 
 
-def _failed_line(run: SweepRun, directory: Path, no_message_events: bool) -> str:
+def _spark_sweep(
+    args: argparse.Namespace,
+    names: Sequence[str],
+    seeds: Sequence[int],
+    directory: Path,
+    shard: tuple[int, int],
+    shrink_runs: int,
+) -> SweepSummary:
+    with tempfile.TemporaryDirectory(prefix="kraft-zip-") as scratch:
+        py_files = [] if args.py_files is None else [args.py_files]
+        if args.py_files == "auto":
+            py_files = [str(build_zip(scratch))]
+        try:
+            return spark_sweep(
+                names,
+                seeds,
+                args.out,
+                master=args.master,
+                scenario_dir=directory,
+                message_events=not args.no_message_events,
+                keep_passing=args.keep_passing == "yes",
+                shard=shard,
+                shrink_runs=shrink_runs,
+                replay_scenarios=_named_dir(directory),
+                py_files=py_files,
+            )
+        except SparkUnavailableError as exc:
+            raise BadInputError(str(exc)) from None
+
+
+def _failed_line(run: SweepRun) -> str:
     why = run.error or ", ".join(run.failure_kinds)
-    replay = replay_command(
-        run.scenario,
-        run.seed,
-        message_events=not no_message_events,
-        scenario_dir=directory,
+    where = run.run_dir or run.events_file
+    line = f"  {run.scenario} seed {run.seed} ({why}): {run.replay}" + (
+        f"  [{where}]" if where else ""
     )
-    return f"  {run.scenario} seed {run.seed} ({why}): {replay}  [{run.run_dir}]"
+    if run.shrunk_replay is not None:
+        line += f"\n    shrunk to {run.shrunk_faults} fault(s): {run.shrunk_replay}"
+    return line
 
 
 def _table(rows: Sequence[ScenarioSummary]) -> str:

@@ -335,6 +335,9 @@ def test_sweep_two_scenarios_in_two_workers(
         "  cli_fails_on_even_seeds seed 2 (expectation): kraft sim run --scenario "
         f"cli_fails_on_even_seeds --seed 2 --scenarios {scenarios.resolve()}  "
         f"[{tmp_path / 'cli_fails_on_even_seeds' / 'seed-2'}]",
+        # The sweep shrinks a failed run's faults (--shrink-runs) to the one it needs.
+        "    shrunk to 1 fault(s): kraft sim run --scenario cli_fails_on_even_seeds --seed 2 "
+        f"--suppress 0,2,3 --scenarios {scenarios.resolve()}",
     ]
     for name in ("cli_passes", "cli_fails_on_even_seeds"):
         for seed in (1, 2, 3):
