@@ -159,10 +159,11 @@ NOT_FOUND_HINT = (
 
 
 def parquet_dataset(path: Path) -> Path | None:
-    """The Parquet dataset of events at ``path``: ``path`` itself (flat, as ``kraft analyze
-    --save-events`` writes it, or partitioned Hive style as ``scenario=<name>/``) or
-    ``path/events`` (a Spark sweep's ``--out``); ``None`` if there is none."""
-    for candidate in (path, path / SWEEP_EVENTS_DIR):
+    """The Parquet dataset of events at ``path``: ``path/events`` (a Spark sweep's ``--out``,
+    looked at first: its ``sweep.parquet`` summary is no event) or ``path`` itself (flat, as
+    ``kraft analyze --save-events`` writes it, or partitioned Hive style as
+    ``scenario=<name>/``); ``None`` if there is none."""
+    for candidate in (path / SWEEP_EVENTS_DIR, path):
         if candidate.is_dir() and (
             any(candidate.glob("*.parquet")) or any(candidate.glob("*=*/*.parquet"))
         ):

@@ -162,11 +162,6 @@ def test_chunks_cover_every_run_once_and_spread_the_scenarios() -> None:
     assert chunk_size(10**6, 100) == 64 and chunk_runs([], 2) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="analysis (8367861, f8e49a1): parquet_dataset(DIR) takes DIR/sweep.parquet for the "
-    "events dataset; Spark then fails on DIR's conflicting directories (sweep-findings.md)",
-)
 def test_kraft_analyze_reads_the_sweeps_out_directory(
     spark: Any, tmp_path: Path, scenarios: Path
 ) -> None:
