@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from kraft.analysis import spark_session
+from kraft.analysis.session import LOCAL_DRIVER_JAVA_OPTIONS
 from kraft.runtime.processes import LOOPBACK_TIMERS, LocalQuorum
 
 #: How long a quorum of real processes may take to start (a loaded 2-core CI machine).
@@ -30,9 +31,7 @@ def spark() -> Iterator[Any]:
             "spark.sql.shuffle.partitions": "2",
             "spark.default.parallelism": "2",
             "spark.driver.memory": "1g",
-            # The JVM's C1 compiler only: these small jobs end before C2 pays off, and
-            # its compiling competes for the two cores (a cold job takes half the time).
-            "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
+            "spark.driver.extraJavaOptions": LOCAL_DRIVER_JAVA_OPTIONS,
         },
     )
     yield session

@@ -8,10 +8,23 @@ from typing import Any
 
 from kraft.errors import KraftError
 
-__all__ = ["DEFAULT_MASTER", "SparkUnavailableError", "require_pyspark", "spark_session"]
+__all__ = [
+    "DEFAULT_MASTER",
+    "LOCAL_DRIVER_JAVA_OPTIONS",
+    "SparkUnavailableError",
+    "require_pyspark",
+    "spark_session",
+]
 
 #: The master when none is given and the job was not launched by ``spark-submit``.
 DEFAULT_MASTER = "local[*]"
+
+#: The driver JVM's options for a local master, whose JVM mostly schedules small jobs: the C1
+#: compiler only (C2's compiling would compete for the cores before it pays off; a cold job
+#: takes half the time), with the code cache tiered compilation would have had (240 MB): C1
+#: alone defaults to 48 MB, which a long session of small jobs fills ("Out of space in
+#: CodeCache"), and the JVM then fails jobs.
+LOCAL_DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 
 _EXTRA_HINT = "install the extra: pip install 'kraft[spark]'"
 

@@ -30,7 +30,7 @@ from typing import Any
 import msgspec
 
 from kraft.analysis.events import EVENT_SCHEMA_DDL
-from kraft.analysis.session import DEFAULT_MASTER, spark_session
+from kraft.analysis.session import DEFAULT_MASTER, LOCAL_DRIVER_JAVA_OPTIONS, spark_session
 from kraft.simulation.sweep import (
     RUNS_DIR,
     SWEEP_FILE,
@@ -199,10 +199,9 @@ def spark_sweep(
     # Executors run the driver's interpreter unless told otherwise: pyspark's own default is
     # whatever `python3` is on the PATH, which rarely has kraft.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    # A local master's JVM only schedules (the simulations run in Python workers): the C1
-    # compiler alone starts it in half the time, without C2 competing for the cores.
+    # A local master's JVM only schedules (the simulations run in Python workers).
     local_master = (master or DEFAULT_MASTER).startswith("local")
-    conf = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"} if local_master else {}
+    conf = {"spark.driver.extraJavaOptions": LOCAL_DRIVER_JAVA_OPTIONS} if local_master else {}
     spark = spark_session(master, app_name="kraft-sweep", conf=conf, progress=sys.stderr.isatty())
     context = spark.sparkContext
     for path in py_files:
