@@ -13,15 +13,9 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
-import sys
-import threading
-from pathlib import Path
-from types import FrameType
 from typing import Any
 
-from kraft.config import ConfigError
-from kraft.runtime.config import load_node_config
+from kraft.cli.node import add_start_arguments, run_in_foreground
 from kraft.runtime.controller_node import ControllerNode
 
 __all__ = ["register"]
@@ -48,45 +42,14 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
             "it down gracefully."
         ),
     )
-    start.add_argument("--config", "-c", required=True, type=Path, help="the node's TOML file")
-    start.add_argument(
-        "--log-level",
-        default="INFO",
-        choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
-        help="level of the log on stderr (default INFO)",
-    )
+    add_start_arguments(start)
     start.set_defaults(handler=_start)
 
 
 def _start(args: argparse.Namespace) -> int:
-    logging.getLogger().setLevel(args.log_level)
-    try:
-        config = load_node_config(args.config)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    node = ControllerNode(config, config.controller)
-    stop = threading.Event()
+    def started(node: ControllerNode) -> None:
+        logger.info("controller %d is up on %s", node.config.node_id, node.listen_address)
 
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        logger.info("signal %d: shutting down gracefully", signum)
-        stop.set()
-
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        node.start()
-        logger.info("controller %d is up on %s", config.node_id, node.listen_address)
-        while not stop.is_set() and not node.wait(0.2):
-            pass
-    finally:
-        node.close()
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-    failure = node.failure
-    if failure is not None:
-        print(
-            f"error: controller {config.node_id} stopped on a fatal fault: {failure!r}",
-            file=sys.stderr,
-        )
-        return 1
-    return 0
+    return run_in_foreground(
+        args, "controller", lambda config: ControllerNode(config, config.controller), started
+    )

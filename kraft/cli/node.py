@@ -28,18 +28,19 @@ import logging
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO, TypeVar
 
 from kraft.config import ConfigError
 from kraft.errors import KraftError, NotLeaderError
 from kraft.raft.listeners import BatchReader, LeaderAndEpoch, Listener, SnapshotReaderLike
 from kraft.record.serde import BytesSerde
-from kraft.runtime.config import load_node_config
+from kraft.runtime.config import NodeConfig, load_node_config
 from kraft.runtime.node import RaftNode
 
-__all__ = ["register"]
+__all__ = ["ForegroundNode", "add_start_arguments", "register", "run_in_foreground"]
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +63,17 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
             "SIGINT shuts it down gracefully."
         ),
     )
+    add_start_arguments(start)
+    start.add_argument(
+        "--console",
+        action="store_true",
+        help="take commands on stdin and report commits and leaders on stdout as JSON lines",
+    )
+    start.set_defaults(handler=_start)
+
+
+def add_start_arguments(start: argparse.ArgumentParser) -> None:
+    """The options every ``... start`` command of a node takes: its TOML file, its log level."""
     start.add_argument("--config", "-c", required=True, type=Path, help="the node's TOML file")
     start.add_argument(
         "--log-level",
@@ -69,12 +81,64 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
         help="level of the log on stderr (default INFO)",
     )
-    start.add_argument(
-        "--console",
-        action="store_true",
-        help="take commands on stdin and report commits and leaders on stdout as JSON lines",
-    )
-    start.set_defaults(handler=_start)
+
+
+class ForegroundNode(Protocol):
+    """What :func:`run_in_foreground` runs: a ``RaftNode`` or a ``ControllerNode``."""
+
+    @property
+    def failure(self) -> BaseException | None: ...
+
+    def start(self) -> None: ...
+
+    def wait(self, timeout_s: float | None = None) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+N = TypeVar("N", bound=ForegroundNode)
+
+
+def run_in_foreground(
+    args: argparse.Namespace,
+    what: str,
+    make_node: Callable[[NodeConfig], N],
+    on_started: Callable[[N], None] | None = None,
+) -> int:
+    """Load ``args.config``, start the node ``make_node`` builds from it, and run it until
+    SIGTERM or SIGINT (a graceful shutdown) or until it stops on its own; the exit status of
+    the module docstring. ``what`` names the node in messages ("node", "controller")."""
+    logging.getLogger().setLevel(args.log_level)
+    try:
+        config = load_node_config(args.config)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    node = make_node(config)
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        logger.info("signal %d: shutting down gracefully", signum)
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        node.start()
+        if on_started is not None:
+            on_started(node)
+        while not stop.is_set() and not node.wait(0.2):
+            pass
+    finally:
+        node.close()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if node.failure is not None:
+        print(
+            f"error: {what} {config.node_id} stopped on a fatal fault: {node.failure!r}",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
 
 
 class _Printer:
@@ -170,44 +234,21 @@ def _console(node: RaftNode[bytes], emit: _Printer, stdin: TextIO) -> None:
 
 
 def _start(args: argparse.Namespace) -> int:
-    logging.getLogger().setLevel(args.log_level)
-    try:
-        config = load_node_config(args.config)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    node: RaftNode[bytes] = RaftNode.from_config(config, BytesSerde())
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        logger.info("signal %d: shutting down gracefully", signum)
-        stop.set()
-
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     emit = _Printer(sys.stdout)
-    try:
-        node.start()
-        if args.console:
-            node.client.register(_ConsoleListener(emit))
-            emit(
-                event="started",
-                node=node.node_id,
-                listen=str(node.listen_address),
-                cluster_id=node.cluster_id,
-            )
-            threading.Thread(
-                target=_console, args=(node, emit, sys.stdin), name="kraft-console", daemon=True
-            ).start()
-        while not stop.is_set() and not node.wait(0.2):
-            pass
-    finally:
-        node.close()
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-    if node.failure is not None:
-        print(
-            f"error: node {config.node_id} stopped on a fatal fault: {node.failure!r}",
-            file=sys.stderr,
+
+    def console(node: RaftNode[bytes]) -> None:
+        node.client.register(_ConsoleListener(emit))
+        emit(
+            event="started",
+            node=node.node_id,
+            listen=str(node.listen_address),
+            cluster_id=node.cluster_id,
         )
-        return 1
-    return 0
+        threading.Thread(
+            target=_console, args=(node, emit, sys.stdin), name="kraft-console", daemon=True
+        ).start()
+
+    def make_node(config: NodeConfig) -> RaftNode[bytes]:
+        return RaftNode.from_config(config, BytesSerde())
+
+    return run_in_foreground(args, "node", make_node, console if args.console else None)

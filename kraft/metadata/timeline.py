@@ -23,6 +23,7 @@ to the old value, not a copy.
 from __future__ import annotations
 
 import bisect
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from typing import Any, Final, Generic, TypeVar
 
@@ -76,14 +77,14 @@ class _Snapshot:
         self.changes: dict[int, dict[Any, Any]] = {}
 
 
-class _Revertable:
+class _Revertable(ABC):
     """What the registry needs of a collection: write recorded values back, and clear."""
 
-    def _restore(self, changes: dict[Any, Any]) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def _restore(self, changes: dict[Any, Any]) -> None: ...
 
-    def _clear(self) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def _clear(self) -> None: ...
 
 
 class SnapshotRegistry:
