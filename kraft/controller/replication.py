@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import random
 import uuid
+from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import NoReturn, TypeVar
 
@@ -899,8 +900,6 @@ def _unique(
     duplicate: Callable[[_T], DeletableTopicResult],
 ) -> list[_T]:
     """The items named once; appends an error result for each item named more than once."""
-    counts: dict[_T, int] = {}
-    for item in items:
-        counts[item] = counts.get(item, 0) + 1
+    counts = Counter(items)
     results.extend(duplicate(item) for item, count in counts.items() if count > 1)
     return [item for item, count in counts.items() if count == 1]

@@ -82,6 +82,15 @@ def quorum() -> ControllerQuorum:
     return ControllerQuorum(3, cluster_id=CLUSTER_ID, default_replication_factor=3)
 
 
+def with_unfenced_brokers(quorum: ControllerQuorum) -> tuple[Brokers, QuorumController]:
+    """Every broker registered and heartbeating long enough to be unfenced; the active
+    controller."""
+    brokers = Brokers(quorum)
+    brokers.register_all()
+    brokers.run_for(6_000)
+    return brokers, quorum.wait_active()
+
+
 def has_topic(controller: QuorumController, name: str) -> bool:
     return controller.replication.topic(name) is not None
 
@@ -109,10 +118,7 @@ def test_brokers_are_registered_fenced_and_unfenced_by_heartbeats(quorum: Contro
 def test_a_topic_is_placed_on_unfenced_brokers_and_seen_by_every_controller(
     quorum: ControllerQuorum,
 ) -> None:
-    brokers = Brokers(quorum)
-    brokers.register_all()
-    brokers.run_for(6_000)
-    active = quorum.wait_active()
+    _, active = with_unfenced_brokers(quorum)
     response = quorum.result(
         active.create_topics(
             CreateTopicsRequest(topics=(CreatableTopic(name="orders", num_partitions=4),))
@@ -136,10 +142,7 @@ def test_a_topic_is_placed_on_unfenced_brokers_and_seen_by_every_controller(
 
 
 def test_a_silent_broker_is_fenced_and_loses_its_leaderships(quorum: ControllerQuorum) -> None:
-    brokers = Brokers(quorum)
-    brokers.register_all()
-    brokers.run_for(6_000)
-    active = quorum.wait_active()
+    brokers, active = with_unfenced_brokers(quorum)
     response = quorum.result(
         active.create_topics(
             CreateTopicsRequest(topics=(CreatableTopic(name="events", num_partitions=8),))
@@ -167,10 +170,7 @@ def test_a_silent_broker_is_fenced_and_loses_its_leaderships(quorum: ControllerQ
 
 
 def test_topics_created_before_a_failover_survive_it(quorum: ControllerQuorum) -> None:
-    brokers = Brokers(quorum)
-    brokers.register_all()
-    brokers.run_for(6_000)
-    active = quorum.wait_active()
+    _, active = with_unfenced_brokers(quorum)
     created = quorum.result(
         active.create_topics(CreateTopicsRequest(topics=(CreatableTopic(name="kept"),)))
     )
@@ -193,10 +193,7 @@ def test_topics_created_before_a_failover_survive_it(quorum: ControllerQuorum) -
 def test_config_changes_need_an_existing_topic_or_registered_broker(
     quorum: ControllerQuorum,
 ) -> None:
-    brokers = Brokers(quorum)
-    brokers.register_all()
-    brokers.run_for(6_000)
-    active = quorum.wait_active()
+    _, active = with_unfenced_brokers(quorum)
     quorum.result(active.create_topics(CreateTopicsRequest(topics=(CreatableTopic(name="logs"),))))
     topic = ConfigResource(ConfigResourceType.TOPIC, "logs")
     missing = ConfigResource(ConfigResourceType.TOPIC, "nope")
@@ -224,10 +221,7 @@ def test_leadership_goes_back_to_the_preferred_replica() -> None:
         default_replication_factor=3,
         leader_imbalance_check_interval_ms=1_000,
     )
-    brokers = Brokers(quorum)
-    brokers.register_all()
-    brokers.run_for(6_000)
-    active = quorum.wait_active()
+    brokers, active = with_unfenced_brokers(quorum)
     created = quorum.result(
         active.create_topics(CreateTopicsRequest(topics=(CreatableTopic(name="skewed"),)))
     )
