@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kraft.controller.errors import NotControllerError
@@ -35,7 +36,9 @@ from kraft.protocol.errors import Errors
 from kraft.simulation.errors import SimulationError
 
 if TYPE_CHECKING:
+    from kraft.controller.quorum_controller import QuorumController
     from kraft.simulation.controller import ControllerSim
+    from kraft.simulation.node import SimNode
 
 __all__ = [
     "BROKER_ID_BASE",
@@ -205,13 +208,13 @@ class BrokerFleet:
         )
 
     def _register(
-        self, node: Any, controller: Any, broker: SimBroker
+        self, node: SimNode, controller: QuorumController, broker: SimBroker
     ) -> concurrent.futures.Future[Any]:
         request = broker.registration(self._sim.config.cluster_id)
-        return controller.register_broker(request, timeout_ms=REQUEST_TIMEOUT_MS)  # type: ignore[no-any-return]
+        return controller.register_broker(request, timeout_ms=REQUEST_TIMEOUT_MS)
 
     def _heartbeat(
-        self, node: Any, controller: Any, broker: SimBroker
+        self, node: SimNode, controller: QuorumController, broker: SimBroker
     ) -> concurrent.futures.Future[Any]:
         image = node.image
         request = BrokerHeartbeatRequest(
@@ -220,9 +223,14 @@ class BrokerFleet:
             current_metadata_offset=-1 if image is None else image.provenance.offset,
             want_shut_down=broker.want_shut_down,
         )
-        return controller.process_broker_heartbeat(request, timeout_ms=REQUEST_TIMEOUT_MS)  # type: ignore[no-any-return]
+        return controller.process_broker_heartbeat(request, timeout_ms=REQUEST_TIMEOUT_MS)
 
-    def _send(self, broker: SimBroker, kind: str, make: Any) -> None:
+    def _send(
+        self,
+        broker: SimBroker,
+        kind: str,
+        make: Callable[[SimNode, QuorumController, SimBroker], concurrent.futures.Future[Any]],
+    ) -> None:
         cluster = self._sim.cluster
         sent_at = cluster.clock.now_ms()
         generation, seq, node_id = broker.generation, broker.request_seq, broker.target
