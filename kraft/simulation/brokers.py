@@ -9,7 +9,8 @@ heartbeats every :data:`HEARTBEAT_INTERVAL_MS` to the node it believes is the ac
 controller, reporting as its metadata offset the offset of that node's image (it "reads" the
 log there). NOT_CONTROLLER sends the next request to the leader the answer names, or to the
 next node; a request with no answer in :data:`REQUEST_TIMEOUT_MS` was lost, and the next goes
-to the next node; STALE_BROKER_EPOCH or an unknown broker makes it register again.
+to the next node; STALE_BROKER_EPOCH (a stale epoch, or a registration the controller does not
+know) makes it register again.
 
 A crashed broker sends nothing (its session runs out and the controller fences it); a
 restarted one registers with a new incarnation id; a broker in controlled shutdown heartbeats
@@ -276,7 +277,11 @@ class BrokerFleet:
                 self._next_target(broker)
             return
         if error is not None:
-            if isinstance(error, ControllerApiError) and error.error_code in _REGISTER_AGAIN:
+            # The controller answers an unknown broker's heartbeat so too.
+            if (
+                isinstance(error, ControllerApiError)
+                and error.error_code == Errors.STALE_BROKER_EPOCH
+            ):
                 broker.epoch = -1
                 broker.fenced = True
             return  # the next tick tries again
@@ -294,12 +299,6 @@ class BrokerFleet:
         broker.fenced = reply.is_fenced
         if broker.want_shut_down and reply.should_shut_down:
             self.crash(broker)  # the controlled shutdown is over: the process exits
-
-
-#: Heartbeat errors after which a broker registers again.
-_REGISTER_AGAIN = frozenset(
-    int(e) for e in (Errors.STALE_BROKER_EPOCH, Errors.BROKER_ID_NOT_REGISTERED)
-)
 
 
 def _error_name(error: BaseException) -> str:
