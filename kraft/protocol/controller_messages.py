@@ -9,8 +9,13 @@ has no quotas). Error codes are plain ``int`` on the wire, as in the Raft messag
 These messages are not in the Raft replicas' :data:`~kraft.protocol.messages.Request` and
 ``Response`` unions: a Raft replica does not serve them, and its ApiVersions answer
 (``MAX_VERSIONS``) must not claim them. A controller's listener decodes them with
-:data:`CONTROLLER_REQUEST_DECODER` / :data:`CONTROLLER_RESPONSE_DECODER` (UpdateFeatures, which
-the Raft layer already speaks for ``kraft.version``, stays in :mod:`kraft.protocol.messages`).
+:data:`CONTROLLER_REQUEST_DECODER` / :data:`CONTROLLER_RESPONSE_DECODER`.
+
+UpdateFeatures is a Raft message (:mod:`kraft.protocol.messages`: the Raft layer finalizes
+``kraft.version``), and also a controller request and response here: a controller node's
+listener hands an UpdateFeatures naming any other feature (``metadata.version``, ...) to the
+controller (:class:`~kraft.protocol.controller_frame.NodeRequestFrameDecoder`). It is not in
+:data:`CONTROLLER_REQUEST_TYPES`, the APIs only a controller speaks.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import msgspec
 
 from kraft.common.uuids import ZERO_UUID
 from kraft.protocol.api import ApiKey
-from kraft.protocol.messages import _Message, _Wire
+from kraft.protocol.messages import UpdateFeaturesRequest, UpdateFeaturesResponse, _Message, _Wire
 
 __all__ = [
     "CONTROLLER_MAX_VERSIONS",
@@ -471,7 +476,7 @@ class DescribeTopicPartitionsResponse(
     topics: tuple[DescribeTopicPartitionsResponseTopic, ...] = ()
 
 
-#: Every controller request; the union :data:`CONTROLLER_REQUEST_DECODER` reads.
+#: Every request a controller answers; the union :data:`CONTROLLER_REQUEST_DECODER` reads.
 ControllerRequest: TypeAlias = (
     BrokerRegistrationRequest
     | BrokerHeartbeatRequest
@@ -482,9 +487,10 @@ ControllerRequest: TypeAlias = (
     | AllocateProducerIdsRequest
     | DescribeClusterRequest
     | DescribeTopicPartitionsRequest
+    | UpdateFeaturesRequest
 )
 
-#: Every controller response; the union :data:`CONTROLLER_RESPONSE_DECODER` reads.
+#: Every response a controller sends; the union :data:`CONTROLLER_RESPONSE_DECODER` reads.
 ControllerResponse: TypeAlias = (
     BrokerRegistrationResponse
     | BrokerHeartbeatResponse
@@ -495,8 +501,10 @@ ControllerResponse: TypeAlias = (
     | AllocateProducerIdsResponse
     | DescribeClusterResponse
     | DescribeTopicPartitionsResponse
+    | UpdateFeaturesResponse
 )
 
+#: The APIs only a controller speaks (UpdateFeatures is a Raft API too).
 CONTROLLER_REQUEST_TYPES: tuple[type[ControllerRequest], ...] = (
     BrokerRegistrationRequest,
     BrokerHeartbeatRequest,

@@ -27,6 +27,7 @@ from kraft.common.clock import Clock
 from kraft.common.ratelimit import LogLimiter
 from kraft.config import Endpoint
 from kraft.controller.configs import ConfigResource, OpType
+from kraft.controller.features import UpgradeType
 from kraft.controller.quorum_controller import ControllerConfig, QuorumController
 from kraft.controller.result import ApiError
 from kraft.errors import FatalFaultError
@@ -34,6 +35,7 @@ from kraft.metadata.image import MetadataImage
 from kraft.metadata.loader import MetadataLoader
 from kraft.metadata.records import ApiMessageAndVersion
 from kraft.metadata.serde import MetadataRecordSerde
+from kraft.protocol.api import KRAFT_VERSION_FEATURE
 from kraft.protocol.controller_frame import ControllerRequestFrame
 from kraft.protocol.controller_messages import (
     AllocateProducerIdsRequest,
@@ -64,6 +66,11 @@ from kraft.protocol.controller_messages import (
     IncrementalAlterConfigsResponse,
 )
 from kraft.protocol.errors import Errors
+from kraft.protocol.messages import (
+    FeatureUpdateResult,
+    UpdateFeaturesRequest,
+    UpdateFeaturesResponse,
+)
 from kraft.queue import EventTimeoutError, KafkaEventQueue, RejectedExecutionError
 from kraft.runtime.clock import SystemClock
 from kraft.runtime.config import NodeConfig
@@ -171,6 +178,8 @@ class ControllerApis:
                 return self._answer(
                     body, controller.describe_cluster(body, timeout_ms=timeout_ms), _same
                 )
+            case UpdateFeaturesRequest():
+                return self._update_features(body, timeout_ms)
             case DescribeTopicPartitionsRequest():
                 answered: concurrent.futures.Future[ControllerResponse] = (
                     concurrent.futures.Future()
@@ -179,6 +188,38 @@ class ControllerApis:
                 return answered
             case _:
                 assert_never(body)
+
+    def _update_features(
+        self, body: UpdateFeaturesRequest, timeout_ms: int
+    ) -> concurrent.futures.Future[ControllerResponse]:
+        """UpdateFeatures of the controller's features (the listener kept those naming only
+        ``kraft.version`` for the Raft client): all or none, as Kafka's
+        ``QuorumController.updateFeatures``. ``kraft.version`` among them is refused: the Raft
+        client finalizes it with records of its own, which cannot commit atomically with the
+        controller's (docs/protocol-wire.md, "UpdateFeatures on a controller node")."""
+        updates = {u.feature: u.max_version_level for u in body.feature_updates}
+        if KRAFT_VERSION_FEATURE in updates:
+            level = updates[KRAFT_VERSION_FEATURE]
+            refused: concurrent.futures.Future[ApiError] = concurrent.futures.Future()
+            refused.set_result(
+                ApiError(
+                    Errors.INVALID_UPDATE_VERSION,
+                    f"Invalid update version {level} for feature {KRAFT_VERSION_FEATURE}. "
+                    "It is upgraded alone, in a request naming no other feature.",
+                )
+            )
+            return self._answer(body, refused, lambda error: _features_response(body, error))
+        upgrade_types = {u.feature: _upgrade_type(u.downgrade_type) for u in body.feature_updates}
+        return self._answer(
+            body,
+            self.controller.update_features(
+                updates,
+                upgrade_types=upgrade_types,
+                validate_only=body.validate_only,
+                timeout_ms=timeout_ms,
+            ),
+            lambda error: _features_response(body, error),
+        )
 
     def _answer(
         self,
@@ -211,6 +252,29 @@ def _api_error(exc: BaseException) -> ApiError:
     if isinstance(exc, EventTimeoutError | RejectedExecutionError):
         return ApiError(Errors.REQUEST_TIMED_OUT, str(exc))
     return ApiError.from_exception(exc)
+
+
+def _upgrade_type(downgrade_type: int) -> UpgradeType:
+    """kraft's ``downgrade_type`` (0 none, 1 safe, 2 unsafe) as Kafka's ``UpgradeType``;
+    UNKNOWN, which the controller refuses, for any other value."""
+    try:
+        return UpgradeType(downgrade_type + 1)
+    except ValueError:
+        return UpgradeType.UNKNOWN
+
+
+def _features_response(body: UpdateFeaturesRequest, error: ApiError) -> UpdateFeaturesResponse:
+    """Kafka's answer to UpdateFeatures: a refusal at the top level only, prefixed as
+    ``QuorumController.updateFeatures`` does; success with a result per feature (v1)."""
+    if error.error is not Errors.NONE:
+        return UpdateFeaturesResponse(
+            error_code=int(error.error),
+            error_message="The update failed for all features since the following feature "
+            f"had an error: {error.message_or_default()}",
+        )
+    return UpdateFeaturesResponse(
+        results=tuple(FeatureUpdateResult(u.feature) for u in body.feature_updates)
+    )
 
 
 def _same(response: ControllerResponse) -> ControllerResponse:
@@ -301,6 +365,9 @@ def error_response(  # noqa: PLR0911 (one return per API)
                     for t in body.topics
                 )
             )
+        case UpdateFeaturesRequest():
+            # Kafka's UpdateFeaturesRequest.getErrorResponse: the top level only.
+            return UpdateFeaturesResponse(error_code=code, error_message=message)
         case _:
             assert_never(body)
 

@@ -1,0 +1,93 @@
+"""ControllerApis' operator requests without sockets (kraft.runtime.controller_node): which
+UpdateFeatures the controller answers and how, and DescribeTopicPartitions' paging; each
+request read from its frame bytes as a controller node's listener reads it."""
+
+from __future__ import annotations
+
+import pytest
+from harness import ControllerQuorum
+from test_controller_apis import CLUSTER_ID, Apis, standby
+
+from kraft.protocol.controller_frame import ControllerRequestFrame, NodeRequestFrameDecoder
+from kraft.protocol.errors import Errors
+from kraft.protocol.frame import RequestFrame, encode_request
+from kraft.protocol.frame import RequestHeader as Header
+from kraft.protocol.messages import (
+    FeatureUpdate,
+    FeatureUpdateResult,
+    UpdateFeaturesRequest,
+    UpdateFeaturesResponse,
+)
+
+ALL_FAILED = "The update failed for all features since the following feature had an error: "
+
+
+@pytest.fixture
+def quorum() -> ControllerQuorum:
+    return ControllerQuorum(3, cluster_id=CLUSTER_ID, default_replication_factor=3)
+
+
+def features(*updates: tuple[str, int], downgrade_type: int = 0) -> UpdateFeaturesRequest:
+    return UpdateFeaturesRequest(
+        feature_updates=tuple(FeatureUpdate(n, level, downgrade_type) for n, level in updates)
+    )
+
+
+@pytest.mark.parametrize(
+    ("updates", "controllers"),
+    [
+        ((("kraft.version", 1),), False),
+        ((("metadata.version", 21),), True),
+        ((("kraft.version", 1), ("metadata.version", 21)), True),
+        ((("group.version", 1),), True),
+    ],
+)
+def test_only_an_update_of_kraft_version_alone_goes_to_the_raft_client(
+    updates: tuple[tuple[str, int], ...], controllers: bool
+) -> None:
+    body = features(*updates)
+    decoder = NodeRequestFrameDecoder()
+    decoder.feed(encode_request(Header.for_body(body, 1), body))
+    frame = decoder.next_frame()
+    assert isinstance(frame, ControllerRequestFrame if controllers else RequestFrame)
+    assert frame.body == body
+
+
+def test_metadata_version_goes_to_the_quorum_controller(quorum: ControllerQuorum) -> None:
+    leader = quorum.wait_active().node_id
+    apis = Apis(quorum)
+    done = apis.ask(leader, features(("metadata.version", 21)))
+    assert done == UpdateFeaturesResponse(results=(FeatureUpdateResult("metadata.version"),))
+
+    # The controller writes only 3.9-IV0 records: another level is refused, all or none.
+    refused = apis.ask(leader, features(("metadata.version", 22)))
+    assert isinstance(refused, UpdateFeaturesResponse)
+    assert refused.error_code == Errors.INVALID_UPDATE_VERSION and refused.results == ()
+    assert refused.error_message == (
+        ALL_FAILED + "Invalid update version 22 for feature metadata.version. "
+        "The controller supports levels 21 to 21 of metadata.version."
+    )
+    unknown = apis.ask(leader, features(("group.version", 1)))
+    assert isinstance(unknown, UpdateFeaturesResponse)
+    assert unknown.error_code == Errors.INVALID_UPDATE_VERSION
+    assert "supports levels 0 to 0 of group.version" in (unknown.error_message or "")
+
+    # downgrade_type 3 is no UpgradeType: UNKNOWN, refused first.
+    odd = apis.ask(leader, features(("metadata.version", 21), downgrade_type=3))
+    assert isinstance(odd, UpdateFeaturesResponse)
+    assert "does not support the given upgrade type" in (odd.error_message or "")
+
+
+def test_kraft_version_with_other_features_is_refused_whole(quorum: ControllerQuorum) -> None:
+    leader = quorum.wait_active().node_id
+    mixed = Apis(quorum).ask(leader, features(("metadata.version", 21), ("kraft.version", 1)))
+    assert isinstance(mixed, UpdateFeaturesResponse)
+    assert mixed.error_code == Errors.INVALID_UPDATE_VERSION and mixed.results == ()
+    assert "feature kraft.version. It is upgraded alone" in (mixed.error_message or "")
+
+
+def test_a_standby_answers_update_features_not_controller(quorum: ControllerQuorum) -> None:
+    other = standby(quorum, quorum.wait_active())
+    refused = Apis(quorum).ask(other, features(("metadata.version", 21)))
+    assert isinstance(refused, UpdateFeaturesResponse)
+    assert refused.error_code == Errors.NOT_CONTROLLER and refused.results == ()
