@@ -54,6 +54,7 @@ __all__ = [
     "CreatableTopicConfig",
     "CreatableTopicConfigs",
     "CreatableTopicResult",
+    "Cursor",
     "CreatePartitionsAssignment",
     "CreatePartitionsRequest",
     "CreatePartitionsResponse",
@@ -228,6 +229,14 @@ class TopicRequest(_Wire, frozen=True):
     name: str
 
 
+class Cursor(_Wire, frozen=True):
+    """DescribeTopicPartitions' ``Cursor`` and its response's ``NextCursor``: the first topic
+    and partition of a page."""
+
+    topic_name: str
+    partition_index: int
+
+
 class DescribeTopicPartitionsResponsePartition(_Wire, frozen=True):
     """DescribeTopicPartitionsResponse's ``Partitions``: one partition of a topic."""
 
@@ -362,14 +371,16 @@ class DescribeTopicPartitionsRequest(
 ):
     """DescribeTopicPartitions (API key 75, v0, KIP-966): topics and their partitions as the
     node's metadata image has them; no ``topics`` means every topic. kraft serves it from a
-    controller node's image (Kafka's brokers serve it; kraft has no broker that could), and
-    sends no cursor: every partition is in the answer."""
+    controller node's image (Kafka's brokers serve it; kraft has no broker that could). At
+    most ``response_partition_limit`` partitions per answer, from ``cursor`` on; the answer's
+    ``next_cursor`` is where the next page starts."""
 
     API_KEY: ClassVar[ApiKey] = ApiKey.DESCRIBE_TOPIC_PARTITIONS
     MAX_VERSION: ClassVar[int] = 0
 
     topics: tuple[TopicRequest, ...] = ()
     response_partition_limit: int = 2000
+    cursor: Cursor | None = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -467,13 +478,15 @@ class DescribeClusterResponse(_Message, frozen=True, tag=ApiKey.DESCRIBE_CLUSTER
 class DescribeTopicPartitionsResponse(
     _Message, frozen=True, tag=ApiKey.DESCRIBE_TOPIC_PARTITIONS.value
 ):
-    """The answer to :class:`DescribeTopicPartitionsRequest`: one entry per topic asked for
-    (UNKNOWN_TOPIC_OR_PARTITION for a topic the image does not have)."""
+    """The answer to :class:`DescribeTopicPartitionsRequest`: one entry per topic of the page
+    (UNKNOWN_TOPIC_OR_PARTITION for a topic asked for that the image does not have), by name;
+    ``next_cursor`` ``None`` on the last page."""
 
     API_KEY: ClassVar[ApiKey] = ApiKey.DESCRIBE_TOPIC_PARTITIONS
     MAX_VERSION: ClassVar[int] = 0
 
     topics: tuple[DescribeTopicPartitionsResponseTopic, ...] = ()
+    next_cursor: Cursor | None = None
 
 
 #: Every request a controller answers; the union :data:`CONTROLLER_REQUEST_DECODER` reads.

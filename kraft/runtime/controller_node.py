@@ -29,7 +29,8 @@ from kraft.config import Endpoint
 from kraft.controller.configs import ConfigResource, OpType
 from kraft.controller.features import UpgradeType
 from kraft.controller.quorum_controller import ControllerConfig, QuorumController
-from kraft.controller.result import ApiError
+from kraft.controller.result import ApiError, ControllerApiError
+from kraft.controller.topic_names import topic_name_error
 from kraft.errors import FatalFaultError
 from kraft.metadata.image import MetadataImage
 from kraft.metadata.loader import MetadataLoader
@@ -53,6 +54,7 @@ from kraft.protocol.controller_messages import (
     CreatePartitionsTopicResult,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    Cursor,
     DeletableTopicResult,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
@@ -85,6 +87,11 @@ R = TypeVar("R")
 #: How long a request without a timeout of its own (BrokerRegistration, BrokerHeartbeat, ...)
 #: may wait in the controller's queue before it is answered REQUEST_TIMED_OUT.
 DEFAULT_REQUEST_TIMEOUT_MS: Final = 30_000
+#: Kafka's ``max.request.partition.size.limit`` default: the most partitions one
+#: DescribeTopicPartitions answer holds, whatever the request's limit.
+MAX_REQUEST_PARTITION_SIZE_LIMIT: Final = 2000
+#: Kafka's internal topics (``Topic.isInternal``).
+INTERNAL_TOPICS: Final = frozenset({"__consumer_offsets", "__transaction_state"})
 #: An unexpected failure (a bug) is logged at most this often.
 _ERROR_LOG_INTERVAL_MS: Final = 60_000
 
@@ -184,7 +191,10 @@ class ControllerApis:
                 answered: concurrent.futures.Future[ControllerResponse] = (
                     concurrent.futures.Future()
                 )
-                answered.set_result(describe_topic_partitions(self._image(), body))
+                try:
+                    answered.set_result(describe_topic_partitions(self._image(), body))
+                except ControllerApiError as exc:
+                    answered.set_result(error_response(body, exc.api_error))
                 return answered
             case _:
                 assert_never(body)
@@ -375,18 +385,51 @@ def error_response(  # noqa: PLR0911 (one return per API)
 def describe_topic_partitions(
     image: MetadataImage, body: DescribeTopicPartitionsRequest
 ) -> DescribeTopicPartitionsResponse:
-    """The topics ``body`` asks for (all when it names none) as ``image`` has them, by name."""
-    names = [t.name for t in body.topics] if body.topics else sorted(image.topics)
-    topics = []
+    """One page of the topics ``body`` asks for (all when it names none) as ``image`` has them
+    (Kafka's ``DescribeTopicPartitionsRequestHandler`` and
+    ``KRaftMetadataCache.getTopicMetadataForDescribeTopicResponse``): the topics by name from
+    the cursor's on, each from partition 0 but the cursor's, until the page holds
+    ``response_partition_limit`` partitions (at least 1, at most
+    :data:`MAX_REQUEST_PARTITION_SIZE_LIMIT`). ``next_cursor`` names the first partition left
+    out: inside a topic, or partition 0 of the next topic. A topic asked for that the image
+    lacks is UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION for an invalid name) and
+    takes no room. Raises :class:`ControllerApiError` (INVALID_REQUEST) for a cursor naming a
+    topic the list lacks or a partition below 0."""
+    cursor = body.cursor
+    start_name = cursor.topic_name if cursor is not None else ""
+    asked = [t.name for t in body.topics]
+    names = sorted({n for n in (asked or image.topics) if n >= start_name})
+    if asked and cursor is not None and cursor.topic_name not in names:
+        raise ControllerApiError(
+            Errors.INVALID_REQUEST,
+            "DescribeTopicPartitionsRequest topic list should contain the cursor topic: "
+            f"{cursor.topic_name}",
+        )
+    if cursor is not None and cursor.partition_index < 0:
+        raise ControllerApiError(
+            Errors.INVALID_REQUEST,
+            f"DescribeTopicPartitionsRequest cursor partition must be valid: {cursor}",
+        )
+    remaining = max(min(MAX_REQUEST_PARTITION_SIZE_LIMIT, body.response_partition_limit), 1)
+    topics: list[DescribeTopicPartitionsResponseTopic] = []
     for name in names:
+        if remaining == 0:
+            # Every partition of the topics before is in: the next page starts here.
+            next_cursor = Cursor(topic_name=name, partition_index=0)
+            return DescribeTopicPartitionsResponse(topics=tuple(topics), next_cursor=next_cursor)
         topic = image.topics.get(name)
         if topic is None:
+            error = Errors.INVALID_TOPIC_EXCEPTION if topic_name_error(name) else None
             topics.append(
                 DescribeTopicPartitionsResponseTopic(
-                    name=name, error_code=int(Errors.UNKNOWN_TOPIC_OR_PARTITION)
+                    name=name,
+                    error_code=int(error or Errors.UNKNOWN_TOPIC_OR_PARTITION),
+                    is_internal=name in INTERNAL_TOPICS,
                 )
             )
             continue
+        first = cursor.partition_index if cursor is not None and name == start_name else 0
+        end = min(len(topic.partitions), first + remaining)
         partitions = tuple(
             DescribeTopicPartitionsResponsePartition(
                 partition_index=index,
@@ -395,13 +438,21 @@ def describe_topic_partitions(
                 replica_nodes=tuple(p.replicas),
                 isr_nodes=tuple(p.isr),
             )
-            for index, p in sorted(topic.partitions.items())
+            for index in range(first, end)
+            if (p := topic.partitions.get(index)) is not None
         )
         topics.append(
             DescribeTopicPartitionsResponseTopic(
-                name=name, topic_id=topic.id, partitions=partitions
+                name=name,
+                topic_id=topic.id,
+                is_internal=name in INTERNAL_TOPICS,
+                partitions=partitions,
             )
         )
+        if end < len(topic.partitions):
+            next_cursor = Cursor(topic_name=name, partition_index=end)
+            return DescribeTopicPartitionsResponse(topics=tuple(topics), next_cursor=next_cursor)
+        remaining -= len(partitions)
     return DescribeTopicPartitionsResponse(topics=tuple(topics))
 
 

@@ -6,9 +6,17 @@ from __future__ import annotations
 
 import pytest
 from harness import ControllerQuorum
-from test_controller_apis import CLUSTER_ID, Apis, standby
+from test_controller_apis import CLUSTER_ID, Apis, standby, unfence_all
 
 from kraft.protocol.controller_frame import ControllerRequestFrame, NodeRequestFrameDecoder
+from kraft.protocol.controller_messages import (
+    CreatableTopic,
+    CreateTopicsRequest,
+    Cursor,
+    DescribeTopicPartitionsRequest,
+    DescribeTopicPartitionsResponse,
+    TopicRequest,
+)
 from kraft.protocol.errors import Errors
 from kraft.protocol.frame import RequestFrame, encode_request
 from kraft.protocol.frame import RequestHeader as Header
@@ -91,3 +99,75 @@ def test_a_standby_answers_update_features_not_controller(quorum: ControllerQuor
     refused = Apis(quorum).ask(other, features(("metadata.version", 21)))
     assert isinstance(refused, UpdateFeaturesResponse)
     assert refused.error_code == Errors.NOT_CONTROLLER and refused.results == ()
+
+
+@pytest.fixture
+def paged(quorum: ControllerQuorum) -> tuple[Apis, int]:
+    """Topics a (3 partitions), b (2) and c (1) in the active controller's image."""
+    leader = quorum.wait_active().node_id
+    apis = Apis(quorum)
+    unfence_all(apis, leader)
+    topics = tuple(
+        CreatableTopic(name=n, num_partitions=k, replication_factor=1)
+        for n, k in (("a", 3), ("b", 2), ("c", 1))
+    )
+    apis.ask(leader, CreateTopicsRequest(topics=topics))
+    image = quorum.loaders[leader]
+    assert quorum.run_until(lambda: {"a", "b", "c"} <= set(image.image.topics))
+    return apis, leader
+
+
+def page(
+    apis: Apis,
+    leader: int,
+    limit: int,
+    cursor: Cursor | None = None,
+    names: tuple[str, ...] = (),
+) -> tuple[list[tuple[str | None, int, list[int]]], Cursor | None]:
+    body = DescribeTopicPartitionsRequest(
+        topics=tuple(TopicRequest(n) for n in names),
+        response_partition_limit=limit,
+        cursor=cursor,
+    )
+    answer = apis.ask(leader, body)
+    assert isinstance(answer, DescribeTopicPartitionsResponse)
+    topics = [
+        (t.name, t.error_code, [p.partition_index for p in t.partitions]) for t in answer.topics
+    ]
+    return topics, answer.next_cursor
+
+
+def test_describe_topic_partitions_pages_by_partition_as_kafka(paged: tuple[Apis, int]) -> None:
+    apis, leader = paged
+    first, cursor = page(apis, leader, 2)
+    assert (first, cursor) == ([("a", 0, [0, 1])], Cursor("a", 2))
+    second, cursor = page(apis, leader, 2, cursor)
+    assert (second, cursor) == ([("a", 0, [2]), ("b", 0, [0])], Cursor("b", 1))
+    third, cursor = page(apis, leader, 2, cursor)
+    assert (third, cursor) == ([("b", 0, [1]), ("c", 0, [0])], None)
+
+    # A page that ends with a whole topic points at partition 0 of the next one.
+    assert page(apis, leader, 3) == ([("a", 0, [0, 1, 2])], Cursor("b", 0))
+    # A limit below 1 is 1.
+    assert page(apis, leader, 0) == ([("a", 0, [0])], Cursor("a", 1))
+
+
+def test_describe_topic_partitions_of_named_topics(paged: tuple[Apis, int]) -> None:
+    apis, leader = paged
+    # By name, from the cursor's topic on; an unknown topic takes no room.
+    topics, cursor = page(apis, leader, 2, Cursor("b", 1), ("c", "a", "b", "bz", "b"))
+    unknown = Errors.UNKNOWN_TOPIC_OR_PARTITION
+    assert (topics, cursor) == ([("b", 0, [1]), ("bz", unknown, []), ("c", 0, [0])], None)
+    invalid, _ = page(apis, leader, 10, None, ("no such!",))
+    assert invalid == [("no such!", Errors.INVALID_TOPIC_EXCEPTION, [])]
+
+
+@pytest.mark.parametrize(
+    ("cursor", "names"), [(Cursor("b", 0), ("a", "c")), (Cursor("a", -1), ("a",))]
+)
+def test_a_bad_cursor_is_an_invalid_request(
+    paged: tuple[Apis, int], cursor: Cursor, names: tuple[str, ...]
+) -> None:
+    apis, leader = paged
+    topics, next_cursor = page(apis, leader, 10, cursor, names)
+    assert topics == [(n, Errors.INVALID_REQUEST, []) for n in names] and next_cursor is None
