@@ -11,11 +11,13 @@ These messages are not in the Raft replicas' :data:`~kraft.protocol.messages.Req
 (``MAX_VERSIONS``) must not claim them. A controller's listener decodes them with
 :data:`CONTROLLER_REQUEST_DECODER` / :data:`CONTROLLER_RESPONSE_DECODER`.
 
-UpdateFeatures is a Raft message (:mod:`kraft.protocol.messages`: the Raft layer finalizes
-``kraft.version``), and also a controller request and response here: a controller node's
-listener hands an UpdateFeatures naming any other feature (``metadata.version``, ...) to the
-controller (:class:`~kraft.protocol.controller_frame.NodeRequestFrameDecoder`). It is not in
-:data:`CONTROLLER_REQUEST_TYPES`, the APIs only a controller speaks.
+UpdateFeatures and ApiVersions are Raft messages (:mod:`kraft.protocol.messages`: the Raft
+layer finalizes ``kraft.version`` and says its range), and also controller requests and
+responses here: a controller node's listener hands an UpdateFeatures naming any other feature
+(``metadata.version``, ...) and every ApiVersions to the controller's side
+(:class:`~kraft.protocol.controller_frame.NodeRequestFrameDecoder`), which finalizes those
+features and answers with them. Neither is in :data:`CONTROLLER_REQUEST_TYPES`, the APIs only
+a controller speaks.
 """
 
 from __future__ import annotations
@@ -29,7 +31,14 @@ import msgspec
 
 from kraft.common.uuids import ZERO_UUID
 from kraft.protocol.api import ApiKey
-from kraft.protocol.messages import UpdateFeaturesRequest, UpdateFeaturesResponse, _Message, _Wire
+from kraft.protocol.messages import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    UpdateFeaturesRequest,
+    UpdateFeaturesResponse,
+    _Message,
+    _Wire,
+)
 
 __all__ = [
     "CONTROLLER_MAX_VERSIONS",
@@ -501,6 +510,7 @@ ControllerRequest: TypeAlias = (
     | DescribeClusterRequest
     | DescribeTopicPartitionsRequest
     | UpdateFeaturesRequest
+    | ApiVersionsRequest
 )
 
 #: Every response a controller sends; the union :data:`CONTROLLER_RESPONSE_DECODER` reads.
@@ -515,6 +525,7 @@ ControllerResponse: TypeAlias = (
     | DescribeClusterResponse
     | DescribeTopicPartitionsResponse
     | UpdateFeaturesResponse
+    | ApiVersionsResponse
 )
 
 #: The APIs only a controller speaks (UpdateFeatures is a Raft API too).

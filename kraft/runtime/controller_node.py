@@ -27,18 +27,19 @@ from kraft.common.clock import Clock
 from kraft.common.ratelimit import LogLimiter
 from kraft.config import Endpoint
 from kraft.controller.configs import ConfigResource, OpType
-from kraft.controller.features import UpgradeType
+from kraft.controller.features import KRAFT_SUPPORTED_FEATURES, UpgradeType
 from kraft.controller.quorum_controller import ControllerConfig, QuorumController
 from kraft.controller.result import ApiError, ControllerApiError
 from kraft.controller.topic_names import topic_name_error
 from kraft.errors import FatalFaultError
-from kraft.metadata.image import MetadataImage
+from kraft.metadata.image import METADATA_VERSION_FEATURE, MetadataImage
 from kraft.metadata.loader import MetadataLoader
 from kraft.metadata.records import ApiMessageAndVersion
 from kraft.metadata.serde import MetadataRecordSerde
 from kraft.protocol.api import KRAFT_VERSION_FEATURE
 from kraft.protocol.controller_frame import ControllerRequestFrame
 from kraft.protocol.controller_messages import (
+    CONTROLLER_MAX_VERSIONS,
     AllocateProducerIdsRequest,
     AllocateProducerIdsResponse,
     AlterConfigsResourceResponse,
@@ -69,16 +70,27 @@ from kraft.protocol.controller_messages import (
 )
 from kraft.protocol.errors import Errors
 from kraft.protocol.messages import (
+    ApiVersion,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
     FeatureUpdateResult,
+    FinalizedFeatureKey,
+    SupportedFeature,
     UpdateFeaturesRequest,
     UpdateFeaturesResponse,
 )
 from kraft.queue import EventTimeoutError, KafkaEventQueue, RejectedExecutionError
+from kraft.raft.reconfig import api_versions_response
 from kraft.runtime.clock import SystemClock
 from kraft.runtime.config import NodeConfig
 from kraft.runtime.node import RaftNode
 
-__all__ = ["ControllerApis", "ControllerNode", "describe_topic_partitions"]
+__all__ = [
+    "ControllerApis",
+    "ControllerNode",
+    "controller_api_versions",
+    "describe_topic_partitions",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -100,7 +112,8 @@ Respond = Callable[[int, ControllerResponse], None]
 
 class ControllerApis:
     """Answers controller requests with a :class:`QuorumController` (Kafka's
-    ``ControllerApis``). ``image`` gives the node's latest metadata image (DescribeTopicPartitions).
+    ``ControllerApis``). ``image`` gives the node's latest metadata image (DescribeTopicPartitions,
+    ApiVersions), ``kraft_version`` the level its Raft client has in force (ApiVersions).
     Sans-IO: :meth:`handle` takes a request and returns the future of its answer."""
 
     def __init__(
@@ -109,10 +122,12 @@ class ControllerApis:
         image: Callable[[], MetadataImage],
         clock: Clock,
         *,
+        kraft_version: Callable[[], int],
         request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
     ) -> None:
         self.controller = controller
         self._image = image
+        self._kraft_version = kraft_version
         self._clock = clock
         self._request_timeout_ms = request_timeout_ms
         self._error_log = LogLimiter(_ERROR_LOG_INTERVAL_MS)
@@ -187,17 +202,26 @@ class ControllerApis:
                 )
             case UpdateFeaturesRequest():
                 return self._update_features(body, timeout_ms)
-            case DescribeTopicPartitionsRequest():
+            case DescribeTopicPartitionsRequest() | ApiVersionsRequest():
                 answered: concurrent.futures.Future[ControllerResponse] = (
                     concurrent.futures.Future()
                 )
-                try:
-                    answered.set_result(describe_topic_partitions(self._image(), body))
-                except ControllerApiError as exc:
-                    answered.set_result(error_response(body, exc.api_error))
+                answered.set_result(self._read(body))
                 return answered
             case _:
                 assert_never(body)
+
+    def _read(
+        self, body: DescribeTopicPartitionsRequest | ApiVersionsRequest
+    ) -> ControllerResponse:
+        """The answers read from the node's image, not from the controller: a standby gives
+        them too."""
+        if isinstance(body, ApiVersionsRequest):
+            return controller_api_versions(self._image(), self._kraft_version())
+        try:
+            return describe_topic_partitions(self._image(), body)
+        except ControllerApiError as exc:
+            return error_response(body, exc.api_error)
 
     def _update_features(
         self, body: UpdateFeaturesRequest, timeout_ms: int
@@ -378,8 +402,40 @@ def error_response(  # noqa: PLR0911 (one return per API)
         case UpdateFeaturesRequest():
             # Kafka's UpdateFeaturesRequest.getErrorResponse: the top level only.
             return UpdateFeaturesResponse(error_code=code, error_message=message)
+        case ApiVersionsRequest():
+            return ApiVersionsResponse(error_code=code)
         case _:
             assert_never(body)
+
+
+def controller_api_versions(image: MetadataImage, kraft_version: int) -> ApiVersionsResponse:
+    """A controller node's ApiVersions answer (Kafka's ``ControllerApis``
+    ``handleApiVersionsRequest``): a Raft replica's (:func:`~kraft.raft.reconfig.
+    api_versions_response`: its APIs and ``kraft.version`` range) with the controller's APIs,
+    the features the controller supports, and the finalized levels: ``kraft.version`` as the
+    Raft client has it, the others as ``image`` has them, its offset the epoch (Kafka's
+    ``FinalizedFeaturesEpoch``). A level of 0 (a feature off) is left out."""
+    raft = api_versions_response()
+    levels = {
+        KRAFT_VERSION_FEATURE: kraft_version,
+        METADATA_VERSION_FEATURE: image.features.metadata_version,
+        **image.features.finalized,
+    }
+    return ApiVersionsResponse(
+        api_keys=raft.api_keys
+        + tuple(ApiVersion(int(key), 0, top) for key, top in CONTROLLER_MAX_VERSIONS.items()),
+        supported_features=raft.supported_features
+        + tuple(
+            SupportedFeature(name, low, high)
+            for name, (low, high) in sorted(KRAFT_SUPPORTED_FEATURES.items())
+        ),
+        finalized_features_epoch=image.provenance.offset,
+        finalized_features=tuple(
+            FinalizedFeatureKey(name, level, level)
+            for name, level in sorted(levels.items())
+            if level > 0
+        ),
+    )
 
 
 def describe_topic_partitions(
@@ -489,6 +545,11 @@ class ControllerNode:
                 f"cluster {frame.header.cluster_id!r}, this is {self.node.cluster_id!r}",
             )
         if refusal is not None:
+            if serve is None and isinstance(frame.body, ApiVersionsRequest):
+                # Before the controller runs the node answers as a Raft replica: a leader
+                # adding it as a voter asks for its kraft.version range (KIP-853).
+                self.node.respond_controller(channel_id, api_versions_response())
+                return
             self.node.respond_controller(channel_id, error_response(frame.body, refusal))
             return
         assert serve is not None
@@ -515,7 +576,13 @@ class ControllerNode:
             on_fault=self._on_controller_fault,
         )
         loader = self.loader
-        apis = ControllerApis(self.controller, lambda: loader.image, clock)
+        apis = ControllerApis(
+            self.controller,
+            lambda: loader.image,
+            clock,
+            # Read from the listener's thread: a level the Raft client had in force.
+            kraft_version=lambda: client.kraft_version,
+        )
         self._serve = apis.serve(self.node.respond_controller)
 
     def _on_controller_fault(self, fault: FatalFaultError) -> None:

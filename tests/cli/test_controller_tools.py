@@ -14,6 +14,7 @@ import pytest
 from kraft.cli.broker import SimulatedBroker
 from kraft.cli.configs import parse_add_config
 from kraft.cli.controller_client import ControllerClient, is_not_controller
+from kraft.cli.features import metadata_version_level
 from kraft.cli.main import main
 from kraft.cli.quorum import describe_quorum
 from kraft.config import ConfigError, parse_bootstrap_servers
@@ -307,3 +308,65 @@ def test_topics_alter_paging_and_configs_alter_against_a_controller_node(
     ]:
         code, _, err = _run(capsys, *alter, *bad, *b)
         assert code == 2 and why in err, (bad, err)
+
+
+def test_metadata_versions_are_read_as_kafkas_feature_command() -> None:
+    assert [metadata_version_level(v) for v in ("3.9-IV0", "3.9", "3.7", "3.0-IV1")] == [
+        21,
+        21,
+        19,
+        1,
+    ]
+    with pytest.raises(ConfigError, match=r"Supported metadata\.version are 3\.0-IV1, "):
+        metadata_version_level("2.8")
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        ((), "give --feature NAME=LEVEL or --metadata VERSION"),
+        (("--metadata", "9.9"), "unknown metadata.version 9.9"),
+        (("--feature", "a=1", "--feature", "a=2"), "a was specified more than once"),
+        (("--metadata", "3.9", "--feature", "metadata.version=21"), "more than once"),
+    ],
+)
+def test_features_upgrade_bad_arguments_exit_2(
+    capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], says: str
+) -> None:
+    code, _, err = _run(capsys, "features", "upgrade", *argv, "-b", "127.0.0.1:1")
+    assert code == 2 and says in err
+
+
+@pytest.mark.slow  # a kraft.version upgrade commits, then a handful of commands
+def test_features_describe_and_upgrade_against_a_controller_node(
+    controller: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    b = ["-b", controller, "--timeout", "20"]
+    code, out, _ = _run(capsys, "features", "describe", *b)
+    assert code == 0
+    kraft_line, metadata_line = out.splitlines()
+    assert kraft_line.startswith(
+        "Feature: kraft.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\t"
+        "FinalizedVersionLevel: 0\tEpoch: "
+    )
+    assert metadata_line.startswith(
+        "Feature: metadata.version\tSupportedMinVersion: 3.9-IV0\t"
+        "SupportedMaxVersion: 3.9-IV0\tFinalizedVersionLevel: 3.9-IV0\tEpoch: "
+    )
+
+    upgrade = ("features", "upgrade")
+    code, out, _ = _run(capsys, *upgrade, "--metadata", "3.9-IV0", *b)
+    assert (code, out) == (0, "metadata.version was upgraded to level 21.\n")
+    code, out, _ = _run(capsys, *upgrade, "--feature", "metadata.version=21", "--dry-run", *b)
+    assert (code, out) == (0, "metadata.version was validated for level 21.\n")
+    code, _, err = _run(capsys, *upgrade, "--feature", "metadata.version=22", *b)
+    assert code == 1 and "INVALID_UPDATE_VERSION: The update failed for all features" in err
+    code, _, err = _run(capsys, *upgrade, "--metadata", "3.9", "--feature", "kraft.version=1", *b)
+    assert code == 1 and "It is upgraded alone" in err
+
+    # kraft.version alone still goes to the Raft client, which makes the quorum dynamic.
+    code, out, err = _run(capsys, *upgrade, "--feature", "kraft.version=1", *b)
+    assert (code, out) == (0, "kraft.version was upgraded to level 1.\n"), err
+    code, out, _ = _run(capsys, "features", "describe", "--json", *b)
+    levels = {f["feature"]: f["finalized"] for f in json.loads(out)["features"]}
+    assert code == 0 and levels == {"kraft.version": 1, "metadata.version": 21}

@@ -8,6 +8,7 @@ import pytest
 from harness import ControllerQuorum
 from test_controller_apis import CLUSTER_ID, Apis, standby, unfence_all
 
+from kraft.protocol.api import MAX_VERSIONS, ApiKey
 from kraft.protocol.controller_frame import ControllerRequestFrame, NodeRequestFrameDecoder
 from kraft.protocol.controller_messages import (
     CreatableTopic,
@@ -21,8 +22,12 @@ from kraft.protocol.errors import Errors
 from kraft.protocol.frame import RequestFrame, encode_request
 from kraft.protocol.frame import RequestHeader as Header
 from kraft.protocol.messages import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
     FeatureUpdate,
     FeatureUpdateResult,
+    FinalizedFeatureKey,
+    SupportedFeature,
     UpdateFeaturesRequest,
     UpdateFeaturesResponse,
 )
@@ -171,3 +176,34 @@ def test_a_bad_cursor_is_an_invalid_request(
     apis, leader = paged
     topics, next_cursor = page(apis, leader, 10, cursor, names)
     assert topics == [(n, Errors.INVALID_REQUEST, []) for n in names] and next_cursor is None
+
+
+def test_api_versions_of_a_controller_node_name_its_features(quorum: ControllerQuorum) -> None:
+    leader = quorum.wait_active().node_id
+    image = quorum.loaders[leader]
+    assert quorum.run_until(lambda: image.image.features.metadata_version == 21)
+    apis = Apis(quorum)
+    for node_id in quorum.controllers:  # a standby answers from its image too
+        answer = apis.ask(node_id, ApiVersionsRequest())
+        assert isinstance(answer, ApiVersionsResponse) and answer.error_code == 0
+        keys = {k.api_key: k.max_version for k in answer.api_keys}
+        assert (
+            keys[ApiKey.CREATE_PARTITIONS] == 3 and keys[ApiKey.VOTE] == MAX_VERSIONS[ApiKey.VOTE]
+        )
+        assert answer.supported_features == (
+            SupportedFeature("kraft.version", 0, 1),
+            SupportedFeature("metadata.version", 21, 21),
+        )
+        # kraft.version 0 (static voters) is off: only metadata.version is finalized.
+        assert answer.finalized_features == (FinalizedFeatureKey("metadata.version", 21, 21),)
+        assert (
+            0 <= answer.finalized_features_epoch <= quorum.loaders[node_id].image.provenance.offset
+        )
+
+
+def test_api_versions_go_to_the_controller_side_of_a_node() -> None:
+    body = ApiVersionsRequest()
+    decoder = NodeRequestFrameDecoder()
+    decoder.feed(encode_request(Header.for_body(body, 1), body))
+    frame = decoder.next_frame()
+    assert isinstance(frame, ControllerRequestFrame) and frame.body == body
