@@ -78,6 +78,12 @@ __all__ = [
     "DescribeClusterBroker",
     "DescribeClusterRequest",
     "DescribeClusterResponse",
+    "DescribeConfigsRequest",
+    "DescribeConfigsResource",
+    "DescribeConfigsResourceResult",
+    "DescribeConfigsResponse",
+    "DescribeConfigsResult",
+    "DescribeConfigsSynonym",
     "DescribeTopicPartitionsRequest",
     "DescribeTopicPartitionsResponse",
     "DescribeTopicPartitionsResponsePartition",
@@ -219,6 +225,49 @@ class AlterConfigsResourceResponse(_Wire, frozen=True):
     resource_name: str
     error_code: int = 0
     error_message: str | None = None
+
+
+class DescribeConfigsResource(_Wire, frozen=True):
+    """DescribeConfigs' ``Resources``: a topic or broker (Kafka's ``ConfigResource.Type``
+    id) and the keys to describe (``None``: every key)."""
+
+    resource_type: int
+    resource_name: str
+    configuration_keys: tuple[str, ...] | None = None
+
+
+class DescribeConfigsSynonym(_Wire, frozen=True):
+    """DescribeConfigsResponse's ``Synonyms``: a config that sets the same value, and its
+    ``ConfigSource`` id."""
+
+    name: str
+    value: str | None
+    source: int
+
+
+class DescribeConfigsResourceResult(_Wire, frozen=True):
+    """DescribeConfigsResponse's ``Configs``: one config, its value and where it is set
+    (``config_source``: Kafka's ``DescribeConfigsResponse.ConfigSource`` id)."""
+
+    name: str
+    value: str | None = None
+    read_only: bool = False
+    config_source: int = -1
+    is_sensitive: bool = False
+    synonyms: tuple[DescribeConfigsSynonym, ...] = ()
+    config_type: int = 0
+    documentation: str | None = None
+
+
+class DescribeConfigsResult(_Wire, frozen=True):
+    """DescribeConfigsResponse's ``Results``: the outcome for one resource (resource first,
+    as in :class:`AlterConfigsResourceResponse`)."""
+
+    resource_type: int
+    resource_name: str
+    error_code: int = 0
+    error_message: str | None = None
+    configs: tuple[DescribeConfigsResourceResult, ...] = ()
 
 
 class DescribeClusterBroker(_Wire, frozen=True):
@@ -363,6 +412,18 @@ class AllocateProducerIdsRequest(_Message, frozen=True, tag=ApiKey.ALLOCATE_PROD
     broker_epoch: int = -1
 
 
+class DescribeConfigsRequest(_Message, frozen=True, tag=ApiKey.DESCRIBE_CONFIGS.value):
+    """DescribeConfigs (API key 32, v4): the configs of topics and brokers. A controller
+    answers from its metadata image (Kafka's controllers serve it too, KIP-919)."""
+
+    API_KEY: ClassVar[ApiKey] = ApiKey.DESCRIBE_CONFIGS
+    MAX_VERSION: ClassVar[int] = 4
+
+    resources: tuple[DescribeConfigsResource, ...]
+    include_synonyms: bool = False
+    include_documentation: bool = False
+
+
 class DescribeClusterRequest(_Message, frozen=True, tag=ApiKey.DESCRIBE_CLUSTER.value):
     """DescribeCluster (API key 60, v2): the cluster id, the active controller and the brokers
     (the fenced ones too when ``include_fenced_brokers``, KIP-1073)."""
@@ -469,6 +530,15 @@ class AllocateProducerIdsResponse(_Message, frozen=True, tag=ApiKey.ALLOCATE_PRO
     producer_id_len: int = 0
 
 
+class DescribeConfigsResponse(_Message, frozen=True, tag=ApiKey.DESCRIBE_CONFIGS.value):
+    """The answer to :class:`DescribeConfigsRequest`: one result per resource asked for."""
+
+    API_KEY: ClassVar[ApiKey] = ApiKey.DESCRIBE_CONFIGS
+    MAX_VERSION: ClassVar[int] = 4
+
+    results: tuple[DescribeConfigsResult, ...] = ()
+
+
 class DescribeClusterResponse(_Message, frozen=True, tag=ApiKey.DESCRIBE_CLUSTER.value):
     """The answer to :class:`DescribeClusterRequest`."""
 
@@ -509,6 +579,7 @@ ControllerRequest: TypeAlias = (
     | AllocateProducerIdsRequest
     | DescribeClusterRequest
     | DescribeTopicPartitionsRequest
+    | DescribeConfigsRequest
     | UpdateFeaturesRequest
     | ApiVersionsRequest
 )
@@ -524,6 +595,7 @@ ControllerResponse: TypeAlias = (
     | AllocateProducerIdsResponse
     | DescribeClusterResponse
     | DescribeTopicPartitionsResponse
+    | DescribeConfigsResponse
     | UpdateFeaturesResponse
     | ApiVersionsResponse
 )
@@ -539,6 +611,7 @@ CONTROLLER_REQUEST_TYPES: tuple[type[ControllerRequest], ...] = (
     AllocateProducerIdsRequest,
     DescribeClusterRequest,
     DescribeTopicPartitionsRequest,
+    DescribeConfigsRequest,
 )
 
 CONTROLLER_RESPONSE_TYPES: tuple[type[ControllerResponse], ...] = (
@@ -551,6 +624,7 @@ CONTROLLER_RESPONSE_TYPES: tuple[type[ControllerResponse], ...] = (
     AllocateProducerIdsResponse,
     DescribeClusterResponse,
     DescribeTopicPartitionsResponse,
+    DescribeConfigsResponse,
 )
 
 #: The response class that answers each controller request class.

@@ -26,7 +26,7 @@ from typing import Final, TypeVar, assert_never
 from kraft.common.clock import Clock
 from kraft.common.ratelimit import LogLimiter
 from kraft.config import Endpoint
-from kraft.controller.configs import ConfigResource, OpType
+from kraft.controller.configs import ConfigResource, ConfigResourceType, OpType
 from kraft.controller.features import KRAFT_SUPPORTED_FEATURES, UpgradeType
 from kraft.controller.quorum_controller import ControllerConfig, QuorumController
 from kraft.controller.result import ApiError, ControllerApiError
@@ -61,6 +61,11 @@ from kraft.protocol.controller_messages import (
     DeleteTopicsResponse,
     DescribeClusterRequest,
     DescribeClusterResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResourceResult,
+    DescribeConfigsResponse,
+    DescribeConfigsResult,
+    DescribeConfigsSynonym,
     DescribeTopicPartitionsRequest,
     DescribeTopicPartitionsResponse,
     DescribeTopicPartitionsResponsePartition,
@@ -89,6 +94,7 @@ __all__ = [
     "ControllerApis",
     "ControllerNode",
     "controller_api_versions",
+    "describe_configs",
     "describe_topic_partitions",
 ]
 
@@ -104,6 +110,10 @@ DEFAULT_REQUEST_TIMEOUT_MS: Final = 30_000
 MAX_REQUEST_PARTITION_SIZE_LIMIT: Final = 2000
 #: Kafka's internal topics (``Topic.isInternal``).
 INTERNAL_TOPICS: Final = frozenset({"__consumer_offsets", "__transaction_state"})
+#: Kafka's ``DescribeConfigsResponse.ConfigSource`` ids of the dynamic configs.
+_TOPIC_CONFIG: Final = 1
+_DYNAMIC_BROKER_CONFIG: Final = 2
+_DYNAMIC_DEFAULT_BROKER_CONFIG: Final = 3
 #: An unexpected failure (a bug) is logged at most this often.
 _ERROR_LOG_INTERVAL_MS: Final = 60_000
 
@@ -202,7 +212,7 @@ class ControllerApis:
                 )
             case UpdateFeaturesRequest():
                 return self._update_features(body, timeout_ms)
-            case DescribeTopicPartitionsRequest() | ApiVersionsRequest():
+            case DescribeTopicPartitionsRequest() | DescribeConfigsRequest() | ApiVersionsRequest():
                 answered: concurrent.futures.Future[ControllerResponse] = (
                     concurrent.futures.Future()
                 )
@@ -212,12 +222,14 @@ class ControllerApis:
                 assert_never(body)
 
     def _read(
-        self, body: DescribeTopicPartitionsRequest | ApiVersionsRequest
+        self, body: DescribeTopicPartitionsRequest | DescribeConfigsRequest | ApiVersionsRequest
     ) -> ControllerResponse:
         """The answers read from the node's image, not from the controller: a standby gives
         them too."""
         if isinstance(body, ApiVersionsRequest):
             return controller_api_versions(self._image(), self._kraft_version())
+        if isinstance(body, DescribeConfigsRequest):
+            return describe_configs(self._image(), body)
         try:
             return describe_topic_partitions(self._image(), body)
         except ControllerApiError as exc:
@@ -343,7 +355,7 @@ def _alter_configs_response(
     )
 
 
-def error_response(  # noqa: PLR0911 (one return per API)
+def error_response(  # noqa: PLR0911, PLR0912 (one return per API)
     body: ControllerRequest, error: ApiError
 ) -> ControllerResponse:
     """The answer to ``body`` refused as a whole with ``error``: on every item it names."""
@@ -404,6 +416,18 @@ def error_response(  # noqa: PLR0911 (one return per API)
             return UpdateFeaturesResponse(error_code=code, error_message=message)
         case ApiVersionsRequest():
             return ApiVersionsResponse(error_code=code)
+        case DescribeConfigsRequest():
+            return DescribeConfigsResponse(
+                results=tuple(
+                    DescribeConfigsResult(
+                        resource_type=r.resource_type,
+                        resource_name=r.resource_name,
+                        error_code=code,
+                        error_message=message,
+                    )
+                    for r in body.resources
+                )
+            )
         case _:
             assert_never(body)
 
@@ -436,6 +460,77 @@ def controller_api_versions(image: MetadataImage, kraft_version: int) -> ApiVers
             if level > 0
         ),
     )
+
+
+def describe_configs(image: MetadataImage, body: DescribeConfigsRequest) -> DescribeConfigsResponse:
+    """The dynamic configs of each resource ``body`` names, as ``image`` has them (Kafka's
+    ``ConfigHelper.handleDescribeConfigsRequest``, which a controller serves too). kraft
+    keeps no brokers' ``LogConfig``/``KafkaConfig`` schemas, so there are no static or
+    default values, nothing is sensitive, and the config type is UNKNOWN: what
+    ``kafka-configs --describe`` prints (the dynamic configs) is all there is. Each config's
+    source is Kafka's: TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, or DYNAMIC_DEFAULT_BROKER_CONFIG for
+    the broker resource "" (the cluster default); with ``include_synonyms`` it is its own
+    one synonym. A resource fails alone: an invalid topic name INVALID_TOPIC_EXCEPTION, an
+    unknown topic UNKNOWN_TOPIC_OR_PARTITION, a broker name that is not an id or another
+    type INVALID_REQUEST."""
+    results = []
+    for resource in body.resources:
+        try:
+            source = _config_source(image, resource.resource_type, resource.resource_name)
+        except ControllerApiError as exc:
+            results.append(
+                DescribeConfigsResult(
+                    resource_type=resource.resource_type,
+                    resource_name=resource.resource_name,
+                    error_code=int(exc.api_error.error),
+                    error_message=exc.api_error.message,
+                )
+            )
+            continue
+        configs = image.configs.get((resource.resource_type, resource.resource_name), {})
+        keys = resource.configuration_keys
+        results.append(
+            DescribeConfigsResult(
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+                configs=tuple(
+                    DescribeConfigsResourceResult(
+                        name=name,
+                        value=value,
+                        config_source=source,
+                        synonyms=(DescribeConfigsSynonym(name, value, source),)
+                        if body.include_synonyms
+                        else (),
+                    )
+                    for name, value in sorted(configs.items())
+                    if keys is None or name in keys
+                ),
+            )
+        )
+    return DescribeConfigsResponse(results=tuple(results))
+
+
+def _config_source(image: MetadataImage, resource_type: int, name: str) -> int:
+    """Kafka's ``ConfigSource`` id of a resource's dynamic configs; ControllerApiError for a
+    resource that cannot have any (ConfigHelper's checks)."""
+    if resource_type == ConfigResourceType.TOPIC:
+        why = topic_name_error(name)
+        if why is not None:
+            raise ControllerApiError(Errors.INVALID_TOPIC_EXCEPTION, why)
+        if name not in image.topics:
+            raise ControllerApiError(
+                Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist"
+            )
+        return _TOPIC_CONFIG
+    if resource_type == ConfigResourceType.BROKER:
+        if not name:
+            return _DYNAMIC_DEFAULT_BROKER_CONFIG
+        if not name.isdigit():
+            raise ControllerApiError(
+                Errors.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}"
+            )
+        return _DYNAMIC_BROKER_CONFIG
+    raise ControllerApiError(Errors.INVALID_REQUEST, f"Unsupported resource type: {resource_type}")
 
 
 def describe_topic_partitions(

@@ -292,9 +292,34 @@ def test_topics_alter_paging_and_configs_alter_against_a_controller_node(
         "test", lambda _: controller.configs.config(ConfigResource(2, "t"))
     )
     assert topic_configs.result(10) == {"cleanup.policy": "compact,delete"}
+    code, out, _ = _run(
+        capsys, "configs", "describe", "--entity-type", "topics", "--entity-name", "t", *b
+    )
+    assert (code, out) == (
+        0,
+        "Dynamic configs for topic t are:\n"
+        "  cleanup.policy=compact,delete sensitive=false "
+        "synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact,delete}\n",
+    )
+    code, _, err = _run(
+        capsys, *alter, "topics", "--entity-name", "t", "--delete-config", "retention.ms", *b
+    )
+    assert code == 1 and "Invalid config(s): retention.ms" in err
 
     assert _run(capsys, *alter, "brokers", "--entity-name", "1", *add, *b)[0] == 0
     assert _run(capsys, *alter, "brokers", "--entity-default", *add, *b)[0] == 0
+    code, out, _ = _run(
+        capsys, "configs", "describe", "--entity-type", "brokers", "--entity-default", "--json", *b
+    )
+    assert code == 0
+    assert json.loads(out)["configs"] == {
+        "cleanup.policy": "compact,delete",
+        "retention.ms": "1000",
+    }
+    code, _, err = _run(
+        capsys, "configs", "describe", "--entity-type", "topics", "--entity-name", "u", *b
+    )
+    assert code == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in err
     code, _, err = _run(capsys, *alter, "topics", "--entity-name", "u", *add, *b)
     assert code == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in err
     code, _, err = _run(capsys, *alter, "brokers", "--entity-name", "9", *add, *b)

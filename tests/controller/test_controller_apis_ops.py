@@ -11,11 +11,19 @@ from test_controller_apis import CLUSTER_ID, Apis, standby, unfence_all
 from kraft.protocol.api import MAX_VERSIONS, ApiKey
 from kraft.protocol.controller_frame import ControllerRequestFrame, NodeRequestFrameDecoder
 from kraft.protocol.controller_messages import (
+    AlterableConfig,
+    AlterConfigsResource,
     CreatableTopic,
     CreateTopicsRequest,
     Cursor,
+    DescribeConfigsRequest,
+    DescribeConfigsResource,
+    DescribeConfigsResourceResult,
+    DescribeConfigsResponse,
+    DescribeConfigsSynonym,
     DescribeTopicPartitionsRequest,
     DescribeTopicPartitionsResponse,
+    IncrementalAlterConfigsRequest,
     TopicRequest,
 )
 from kraft.protocol.errors import Errors
@@ -207,3 +215,49 @@ def test_api_versions_go_to_the_controller_side_of_a_node() -> None:
     decoder.feed(encode_request(Header.for_body(body, 1), body))
     frame = decoder.next_frame()
     assert isinstance(frame, ControllerRequestFrame) and frame.body == body
+
+
+def test_describe_configs_reads_the_dynamic_configs_of_the_image(
+    quorum: ControllerQuorum, paged: tuple[Apis, int]
+) -> None:
+    apis, leader = paged
+    changes = (
+        AlterConfigsResource(2, "a", (AlterableConfig("retention.ms", 0, "1000"),
+                                      AlterableConfig("cleanup.policy", 0, "compact"))),
+        AlterConfigsResource(4, "", (AlterableConfig("log.retention.ms", 0, "5"),)),
+    )  # fmt: skip
+    apis.ask(leader, IncrementalAlterConfigsRequest(resources=changes))
+    image = quorum.loaders[leader]
+    assert quorum.run_until(lambda: (4, "") in image.image.configs)
+    asked = (
+        DescribeConfigsResource(2, "a"),
+        DescribeConfigsResource(2, "a", ("retention.ms", "x")),
+        DescribeConfigsResource(4, ""),
+        DescribeConfigsResource(4, "1"),
+        DescribeConfigsResource(2, "nope"),
+        DescribeConfigsResource(2, "no such!"),
+        DescribeConfigsResource(4, "one"),
+        DescribeConfigsResource(8, "1"),
+    )
+    answer = apis.ask(leader, DescribeConfigsRequest(resources=asked, include_synonyms=True))
+    assert isinstance(answer, DescribeConfigsResponse)
+    results = answer.results
+    assert [(r.resource_type, r.resource_name) for r in results] == [
+        (r.resource_type, r.resource_name) for r in asked
+    ]
+    retention = DescribeConfigsResourceResult(
+        "retention.ms", "1000", config_source=1,
+        synonyms=(DescribeConfigsSynonym("retention.ms", "1000", 1),),
+    )  # fmt: skip
+    assert [c.name for c in results[0].configs] == ["cleanup.policy", "retention.ms"]
+    assert results[0].configs[1] == retention and results[1].configs == (retention,)
+    assert [(c.name, c.value, c.config_source) for c in results[2].configs] == [
+        ("log.retention.ms", "5", 3)
+    ]
+    assert (results[3].error_code, results[3].configs) == (0, ())
+    assert [r.error_code for r in results[4:]] == [
+        Errors.UNKNOWN_TOPIC_OR_PARTITION,
+        Errors.INVALID_TOPIC_EXCEPTION,
+        Errors.INVALID_REQUEST,
+        Errors.INVALID_REQUEST,
+    ]
