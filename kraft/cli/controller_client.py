@@ -23,6 +23,7 @@ from kraft.protocol.controller_messages import (
     CreatePartitionsResponse,
     CreateTopicsResponse,
     DeleteTopicsResponse,
+    DescribeConfigsResponse,
     DescribeTopicPartitionsResponse,
     IncrementalAlterConfigsResponse,
 )
@@ -48,8 +49,8 @@ def is_not_controller(response: ControllerResponse) -> bool:
             codes = [t.error_code for t in response.results]
         case IncrementalAlterConfigsResponse():
             codes = [r.error_code for r in response.responses]
-        case DescribeTopicPartitionsResponse():
-            return False  # any node answers it from its image
+        case DescribeTopicPartitionsResponse() | DescribeConfigsResponse():
+            return False  # any node answers them from its image
         case _:
             codes = [response.error_code]
     return bool(codes) and all(code == Errors.NOT_CONTROLLER for code in codes)

@@ -1,11 +1,13 @@
-"""``kraft topics``: Kafka's ``kafka-topics.sh`` (create, delete, describe, list) against a
-controller quorum.
+"""``kraft topics``: Kafka's ``kafka-topics.sh`` (create, delete, describe, list, alter)
+against a controller quorum.
 
 Every command reaches the active controller through
 :class:`~kraft.cli.controller_client.ControllerClient` (``--bootstrap`` names controller
 nodes; a node that is not the active controller answers NOT_CONTROLLER and the leader is
 asked). ``describe`` and ``list`` read the active controller's metadata image
-(DescribeTopicPartitions).
+(DescribeTopicPartitions, every page of ``--partition-size-limit-per-response`` partitions);
+``alter --partitions N`` adds partitions (CreatePartitions: N above the topic's count, else
+INVALID_PARTITIONS).
 
 Exit status 0; 1 with ``error: ...`` when no controller answered, or when the controller
 refused (Kafka's error name and message, per topic); 2 for bad arguments.
@@ -18,17 +20,25 @@ import json
 import sys
 from typing import Any
 
+import msgspec
+
 from kraft.cli.controller_client import add_tool_arguments, client_from_args
+from kraft.errors import KraftError
 from kraft.protocol.controller_messages import (
     CreatableTopic,
     CreatableTopicConfig,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreatePartitionsTopic,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    Cursor,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
     DeleteTopicState,
     DescribeTopicPartitionsRequest,
     DescribeTopicPartitionsResponse,
+    DescribeTopicPartitionsResponseTopic,
     TopicRequest,
 )
 from kraft.protocol.errors import Errors, error_name
@@ -78,11 +88,35 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     describe.add_argument(
         "--topic", action="append", default=[], help="a topic (repeatable; default: all)"
     )
+    _add_page_argument(describe)
     describe.set_defaults(handler=_describe)
 
     list_ = commands.add_parser("list", help="list the topics' names")
     add_tool_arguments(list_)
+    _add_page_argument(list_)
     list_.set_defaults(handler=_list)
+
+    alter = commands.add_parser("alter", help="add partitions to a topic")
+    add_tool_arguments(alter)
+    alter.add_argument("--topic", required=True, help="the topic's name")
+    alter.add_argument(
+        "--partitions",
+        type=int,
+        required=True,
+        help="the number of partitions the topic is to have (more than it has)",
+    )
+    alter.set_defaults(handler=_alter)
+
+
+def _add_page_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--partition-size-limit-per-response",
+        type=int,
+        default=2000,
+        metavar="N",
+        help="partitions per DescribeTopicPartitions answer; the tool asks for every page "
+        "(default 2000)",
+    )
 
 
 def error_text(code: int, message: str | None) -> str:
@@ -159,25 +193,79 @@ def _delete(args: argparse.Namespace) -> int:
     return 0
 
 
+def _alter(args: argparse.Namespace) -> int:
+    """CreatePartitions (Kafka's ``kafka-topics.sh --alter --partitions``)."""
+    client = client_from_args(args)
+    if client is None:
+        return 2
+    if args.partitions < 1:
+        print("error: --partitions must be at least 1", file=sys.stderr)
+        return 2
+    body = CreatePartitionsRequest(
+        topics=(CreatePartitionsTopic(name=args.topic, count=args.partitions),),
+        timeout_ms=int(args.timeout * 1000),
+    )
+    response = client.send(body, args.timeout)
+    assert isinstance(response, CreatePartitionsResponse)
+    [result] = response.results
+    if result.error_code != Errors.NONE:
+        print(
+            f"error: topic {args.topic}: {error_text(result.error_code, result.error_message)}",
+            file=sys.stderr,
+        )
+        return 1
+    print(
+        json.dumps({"topic": args.topic, "partitions": args.partitions})
+        if args.json
+        else f"Topic {args.topic} now has {args.partitions} partition(s)"
+    )
+    return 0
+
+
 def _describe_topics(
     args: argparse.Namespace, names: list[str]
-) -> DescribeTopicPartitionsResponse | None:
+) -> list[DescribeTopicPartitionsResponseTopic] | None:
+    """Every page of DescribeTopicPartitions (Kafka's admin client follows ``next_cursor``
+    too), a topic split over pages joined again; ``None`` for bad arguments."""
     client = client_from_args(args)
     if client is None:
         return None
-    body = DescribeTopicPartitionsRequest(topics=tuple(TopicRequest(name) for name in names))
-    response = client.send(body, args.timeout)
-    assert isinstance(response, DescribeTopicPartitionsResponse)
-    return response
+    if args.partition_size_limit_per_response < 1:
+        print("error: --partition-size-limit-per-response must be at least 1", file=sys.stderr)
+        return None
+    topics: dict[str | None, DescribeTopicPartitionsResponseTopic] = {}
+    cursor: Cursor | None = None
+    while True:
+        body = DescribeTopicPartitionsRequest(
+            topics=tuple(TopicRequest(name) for name in names),
+            response_partition_limit=args.partition_size_limit_per_response,
+            cursor=cursor,
+        )
+        response = client.send(body, args.timeout)
+        assert isinstance(response, DescribeTopicPartitionsResponse)
+        for topic in response.topics:
+            earlier = topics.get(topic.name)
+            topics[topic.name] = (
+                topic
+                if earlier is None
+                else msgspec.structs.replace(
+                    earlier, partitions=earlier.partitions + topic.partitions
+                )
+            )
+        if response.next_cursor is None:
+            return list(topics.values())
+        if response.next_cursor == cursor:  # a page that does not move on would never end
+            raise KraftError(f"the controller answered the same cursor again: {cursor}")
+        cursor = response.next_cursor
 
 
 def _describe(args: argparse.Namespace) -> int:
-    response = _describe_topics(args, args.topic)
-    if response is None:
+    described = _describe_topics(args, args.topic)
+    if described is None:
         return 2
     status = 0
     topics: list[dict[str, Any]] = []
-    for topic in response.topics:
+    for topic in described:
         if topic.error_code != Errors.NONE:
             print(f"error: topic {topic.name}: {error_name(topic.error_code)}", file=sys.stderr)
             status = 1
@@ -213,9 +301,9 @@ def _describe(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    response = _describe_topics(args, [])
-    if response is None:
+    described = _describe_topics(args, [])
+    if described is None:
         return 2
-    names = [topic.name for topic in response.topics]
+    names = [topic.name for topic in described]
     print(json.dumps({"topics": names}) if args.json else "\n".join(str(n) for n in names))
     return 0

@@ -15,6 +15,7 @@ from typing import Final
 
 import msgspec
 
+from kraft.protocol.api import KRAFT_VERSION_FEATURE
 from kraft.protocol.controller_messages import (
     CONTROLLER_MAX_VERSIONS,
     CONTROLLER_REQUEST_DECODER,
@@ -30,7 +31,7 @@ from kraft.protocol.frame import (
     ResponseHeader,
     _frame_bytes,
 )
-from kraft.protocol.messages import Request
+from kraft.protocol.messages import ApiVersionsRequest, Request, UpdateFeaturesRequest
 
 __all__ = [
     "ControllerRequestFrame",
@@ -99,7 +100,9 @@ def encode_controller_response(
 
 class NodeRequestFrameDecoder(FrameDecoder[RequestFrame | ControllerRequestFrame]):
     """A :class:`~kraft.protocol.frame.FrameDecoder` for a controller node's listener: Raft
-    requests and controller requests, told apart by the header's API key."""
+    requests and controller requests, told apart by the header's API key; an UpdateFeatures
+    that names a feature other than ``kraft.version``, and ApiVersions, are the
+    controller's."""
 
     def _decode(self, payload: memoryview) -> RequestFrame | ControllerRequestFrame:
         raw = _RAW_REQUEST_DECODER.decode(payload)
@@ -114,6 +117,14 @@ class NodeRequestFrameDecoder(FrameDecoder[RequestFrame | ControllerRequestFrame
                 return ControllerRequestFrame(header, controller_body)
             raft_body = _RAFT_REQUEST_DECODER.decode(body_bytes)
             _check_api_key(header, raft_body)
+            if isinstance(raft_body, ApiVersionsRequest) or (
+                isinstance(raft_body, UpdateFeaturesRequest)
+                and any(u.feature != KRAFT_VERSION_FEATURE for u in raft_body.feature_updates)
+            ):
+                # The Raft client finalizes kraft.version alone; every other feature is the
+                # controller's (Kafka's ControllerApis.handleUpdateFeatures), and so is the
+                # answer naming them all (ControllerApis.handleApiVersionsRequest).
+                return ControllerRequestFrame(header, raft_body)
             return RequestFrame(header, raft_body)
         finally:
             del body_bytes

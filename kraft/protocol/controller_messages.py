@@ -9,8 +9,15 @@ has no quotas). Error codes are plain ``int`` on the wire, as in the Raft messag
 These messages are not in the Raft replicas' :data:`~kraft.protocol.messages.Request` and
 ``Response`` unions: a Raft replica does not serve them, and its ApiVersions answer
 (``MAX_VERSIONS``) must not claim them. A controller's listener decodes them with
-:data:`CONTROLLER_REQUEST_DECODER` / :data:`CONTROLLER_RESPONSE_DECODER` (UpdateFeatures, which
-the Raft layer already speaks for ``kraft.version``, stays in :mod:`kraft.protocol.messages`).
+:data:`CONTROLLER_REQUEST_DECODER` / :data:`CONTROLLER_RESPONSE_DECODER`.
+
+UpdateFeatures and ApiVersions are Raft messages (:mod:`kraft.protocol.messages`: the Raft
+layer finalizes ``kraft.version`` and says its range), and also controller requests and
+responses here: a controller node's listener hands an UpdateFeatures naming any other feature
+(``metadata.version``, ...) and every ApiVersions to the controller's side
+(:class:`~kraft.protocol.controller_frame.NodeRequestFrameDecoder`), which finalizes those
+features and answers with them. Neither is in :data:`CONTROLLER_REQUEST_TYPES`, the APIs only
+a controller speaks.
 """
 
 from __future__ import annotations
@@ -24,7 +31,14 @@ import msgspec
 
 from kraft.common.uuids import ZERO_UUID
 from kraft.protocol.api import ApiKey
-from kraft.protocol.messages import _Message, _Wire
+from kraft.protocol.messages import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    UpdateFeaturesRequest,
+    UpdateFeaturesResponse,
+    _Message,
+    _Wire,
+)
 
 __all__ = [
     "CONTROLLER_MAX_VERSIONS",
@@ -49,6 +63,7 @@ __all__ = [
     "CreatableTopicConfig",
     "CreatableTopicConfigs",
     "CreatableTopicResult",
+    "Cursor",
     "CreatePartitionsAssignment",
     "CreatePartitionsRequest",
     "CreatePartitionsResponse",
@@ -63,6 +78,12 @@ __all__ = [
     "DescribeClusterBroker",
     "DescribeClusterRequest",
     "DescribeClusterResponse",
+    "DescribeConfigsRequest",
+    "DescribeConfigsResource",
+    "DescribeConfigsResourceResult",
+    "DescribeConfigsResponse",
+    "DescribeConfigsResult",
+    "DescribeConfigsSynonym",
     "DescribeTopicPartitionsRequest",
     "DescribeTopicPartitionsResponse",
     "DescribeTopicPartitionsResponsePartition",
@@ -206,6 +227,49 @@ class AlterConfigsResourceResponse(_Wire, frozen=True):
     error_message: str | None = None
 
 
+class DescribeConfigsResource(_Wire, frozen=True):
+    """DescribeConfigs' ``Resources``: a topic or broker (Kafka's ``ConfigResource.Type``
+    id) and the keys to describe (``None``: every key)."""
+
+    resource_type: int
+    resource_name: str
+    configuration_keys: tuple[str, ...] | None = None
+
+
+class DescribeConfigsSynonym(_Wire, frozen=True):
+    """DescribeConfigsResponse's ``Synonyms``: a config that sets the same value, and its
+    ``ConfigSource`` id."""
+
+    name: str
+    value: str | None
+    source: int
+
+
+class DescribeConfigsResourceResult(_Wire, frozen=True):
+    """DescribeConfigsResponse's ``Configs``: one config, its value and where it is set
+    (``config_source``: Kafka's ``DescribeConfigsResponse.ConfigSource`` id)."""
+
+    name: str
+    value: str | None = None
+    read_only: bool = False
+    config_source: int = -1
+    is_sensitive: bool = False
+    synonyms: tuple[DescribeConfigsSynonym, ...] = ()
+    config_type: int = 0
+    documentation: str | None = None
+
+
+class DescribeConfigsResult(_Wire, frozen=True):
+    """DescribeConfigsResponse's ``Results``: the outcome for one resource (resource first,
+    as in :class:`AlterConfigsResourceResponse`)."""
+
+    resource_type: int
+    resource_name: str
+    error_code: int = 0
+    error_message: str | None = None
+    configs: tuple[DescribeConfigsResourceResult, ...] = ()
+
+
 class DescribeClusterBroker(_Wire, frozen=True):
     """DescribeClusterResponse's ``Brokers``: a broker, its first listener and whether it is
     fenced (v2)."""
@@ -221,6 +285,14 @@ class TopicRequest(_Wire, frozen=True):
     """DescribeTopicPartitions' ``Topics``: a topic asked for by name."""
 
     name: str
+
+
+class Cursor(_Wire, frozen=True):
+    """DescribeTopicPartitions' ``Cursor`` and its response's ``NextCursor``: the first topic
+    and partition of a page."""
+
+    topic_name: str
+    partition_index: int
 
 
 class DescribeTopicPartitionsResponsePartition(_Wire, frozen=True):
@@ -340,6 +412,18 @@ class AllocateProducerIdsRequest(_Message, frozen=True, tag=ApiKey.ALLOCATE_PROD
     broker_epoch: int = -1
 
 
+class DescribeConfigsRequest(_Message, frozen=True, tag=ApiKey.DESCRIBE_CONFIGS.value):
+    """DescribeConfigs (API key 32, v4): the configs of topics and brokers. A controller
+    answers from its metadata image (Kafka's controllers serve it too, KIP-919)."""
+
+    API_KEY: ClassVar[ApiKey] = ApiKey.DESCRIBE_CONFIGS
+    MAX_VERSION: ClassVar[int] = 4
+
+    resources: tuple[DescribeConfigsResource, ...]
+    include_synonyms: bool = False
+    include_documentation: bool = False
+
+
 class DescribeClusterRequest(_Message, frozen=True, tag=ApiKey.DESCRIBE_CLUSTER.value):
     """DescribeCluster (API key 60, v2): the cluster id, the active controller and the brokers
     (the fenced ones too when ``include_fenced_brokers``, KIP-1073)."""
@@ -357,14 +441,16 @@ class DescribeTopicPartitionsRequest(
 ):
     """DescribeTopicPartitions (API key 75, v0, KIP-966): topics and their partitions as the
     node's metadata image has them; no ``topics`` means every topic. kraft serves it from a
-    controller node's image (Kafka's brokers serve it; kraft has no broker that could), and
-    sends no cursor: every partition is in the answer."""
+    controller node's image (Kafka's brokers serve it; kraft has no broker that could). At
+    most ``response_partition_limit`` partitions per answer, from ``cursor`` on; the answer's
+    ``next_cursor`` is where the next page starts."""
 
     API_KEY: ClassVar[ApiKey] = ApiKey.DESCRIBE_TOPIC_PARTITIONS
     MAX_VERSION: ClassVar[int] = 0
 
     topics: tuple[TopicRequest, ...] = ()
     response_partition_limit: int = 2000
+    cursor: Cursor | None = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -444,6 +530,15 @@ class AllocateProducerIdsResponse(_Message, frozen=True, tag=ApiKey.ALLOCATE_PRO
     producer_id_len: int = 0
 
 
+class DescribeConfigsResponse(_Message, frozen=True, tag=ApiKey.DESCRIBE_CONFIGS.value):
+    """The answer to :class:`DescribeConfigsRequest`: one result per resource asked for."""
+
+    API_KEY: ClassVar[ApiKey] = ApiKey.DESCRIBE_CONFIGS
+    MAX_VERSION: ClassVar[int] = 4
+
+    results: tuple[DescribeConfigsResult, ...] = ()
+
+
 class DescribeClusterResponse(_Message, frozen=True, tag=ApiKey.DESCRIBE_CLUSTER.value):
     """The answer to :class:`DescribeClusterRequest`."""
 
@@ -462,16 +557,18 @@ class DescribeClusterResponse(_Message, frozen=True, tag=ApiKey.DESCRIBE_CLUSTER
 class DescribeTopicPartitionsResponse(
     _Message, frozen=True, tag=ApiKey.DESCRIBE_TOPIC_PARTITIONS.value
 ):
-    """The answer to :class:`DescribeTopicPartitionsRequest`: one entry per topic asked for
-    (UNKNOWN_TOPIC_OR_PARTITION for a topic the image does not have)."""
+    """The answer to :class:`DescribeTopicPartitionsRequest`: one entry per topic of the page
+    (UNKNOWN_TOPIC_OR_PARTITION for a topic asked for that the image does not have), by name;
+    ``next_cursor`` ``None`` on the last page."""
 
     API_KEY: ClassVar[ApiKey] = ApiKey.DESCRIBE_TOPIC_PARTITIONS
     MAX_VERSION: ClassVar[int] = 0
 
     topics: tuple[DescribeTopicPartitionsResponseTopic, ...] = ()
+    next_cursor: Cursor | None = None
 
 
-#: Every controller request; the union :data:`CONTROLLER_REQUEST_DECODER` reads.
+#: Every request a controller answers; the union :data:`CONTROLLER_REQUEST_DECODER` reads.
 ControllerRequest: TypeAlias = (
     BrokerRegistrationRequest
     | BrokerHeartbeatRequest
@@ -482,9 +579,12 @@ ControllerRequest: TypeAlias = (
     | AllocateProducerIdsRequest
     | DescribeClusterRequest
     | DescribeTopicPartitionsRequest
+    | DescribeConfigsRequest
+    | UpdateFeaturesRequest
+    | ApiVersionsRequest
 )
 
-#: Every controller response; the union :data:`CONTROLLER_RESPONSE_DECODER` reads.
+#: Every response a controller sends; the union :data:`CONTROLLER_RESPONSE_DECODER` reads.
 ControllerResponse: TypeAlias = (
     BrokerRegistrationResponse
     | BrokerHeartbeatResponse
@@ -495,8 +595,12 @@ ControllerResponse: TypeAlias = (
     | AllocateProducerIdsResponse
     | DescribeClusterResponse
     | DescribeTopicPartitionsResponse
+    | DescribeConfigsResponse
+    | UpdateFeaturesResponse
+    | ApiVersionsResponse
 )
 
+#: The APIs only a controller speaks (UpdateFeatures is a Raft API too).
 CONTROLLER_REQUEST_TYPES: tuple[type[ControllerRequest], ...] = (
     BrokerRegistrationRequest,
     BrokerHeartbeatRequest,
@@ -507,6 +611,7 @@ CONTROLLER_REQUEST_TYPES: tuple[type[ControllerRequest], ...] = (
     AllocateProducerIdsRequest,
     DescribeClusterRequest,
     DescribeTopicPartitionsRequest,
+    DescribeConfigsRequest,
 )
 
 CONTROLLER_RESPONSE_TYPES: tuple[type[ControllerResponse], ...] = (
@@ -519,6 +624,7 @@ CONTROLLER_RESPONSE_TYPES: tuple[type[ControllerResponse], ...] = (
     AllocateProducerIdsResponse,
     DescribeClusterResponse,
     DescribeTopicPartitionsResponse,
+    DescribeConfigsResponse,
 )
 
 #: The response class that answers each controller request class.

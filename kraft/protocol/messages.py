@@ -69,6 +69,7 @@ __all__ = [
     "RemoveRaftVoterRequest",
     "RemoveRaftVoterResponse",
     "SupportedFeature",
+    "FinalizedFeatureKey",
     "FeatureUpdate",
     "ForwardAppendRequest",
     "ForwardAppendResponse",
@@ -229,6 +230,15 @@ class SupportedFeature(_Wire, frozen=True):
     name: str
     min_version: int = 0
     max_version: int = 0
+
+
+class FinalizedFeatureKey(_Wire, frozen=True):
+    """ApiVersions' ``FinalizedFeatures``: a feature's finalized level (a controller node
+    answers with them; kraft finalizes one level, so both bounds are it)."""
+
+    name: str
+    max_version_level: int
+    min_version_level: int
 
 
 class FeatureUpdate(_Wire, frozen=True):
@@ -563,7 +573,8 @@ class DescribeQuorumResponse(_Message, frozen=True, tag=ApiKey.DESCRIBE_QUORUM.v
 
 class ApiVersionsResponse(_Message, frozen=True, tag=ApiKey.API_VERSIONS.value):
     """The answer to :class:`ApiVersionsRequest`: the APIs and the features the node
-    supports (``kraft.version``: the range of :data:`SupportedFeature`)."""
+    supports (``kraft.version``: the range of :data:`SupportedFeature`); a controller node
+    adds its controller's APIs, ``metadata.version`` and the finalized levels."""
 
     API_KEY: ClassVar[ApiKey] = ApiKey.API_VERSIONS
     MAX_VERSION: ClassVar[int] = API_VERSIONS_VERSION
@@ -571,6 +582,9 @@ class ApiVersionsResponse(_Message, frozen=True, tag=ApiKey.API_VERSIONS.value):
     error_code: int = 0
     api_keys: tuple[ApiVersion, ...] = ()
     supported_features: tuple[SupportedFeature, ...] = ()
+    #: The offset of the metadata image the finalized levels are read from (-1: none).
+    finalized_features_epoch: int = -1
+    finalized_features: tuple[FinalizedFeatureKey, ...] = ()
 
     def feature_range(self, name: str) -> tuple[int, int] | None:
         """The ``(min, max)`` versions of feature ``name`` the node supports, if it says."""

@@ -26,16 +26,20 @@ from typing import Final, TypeVar, assert_never
 from kraft.common.clock import Clock
 from kraft.common.ratelimit import LogLimiter
 from kraft.config import Endpoint
-from kraft.controller.configs import ConfigResource, OpType
+from kraft.controller.configs import ConfigResource, ConfigResourceType, OpType
+from kraft.controller.features import KRAFT_SUPPORTED_FEATURES, UpgradeType
 from kraft.controller.quorum_controller import ControllerConfig, QuorumController
-from kraft.controller.result import ApiError
+from kraft.controller.result import ApiError, ControllerApiError
+from kraft.controller.topic_names import topic_name_error
 from kraft.errors import FatalFaultError
-from kraft.metadata.image import MetadataImage
+from kraft.metadata.image import METADATA_VERSION_FEATURE, MetadataImage
 from kraft.metadata.loader import MetadataLoader
 from kraft.metadata.records import ApiMessageAndVersion
 from kraft.metadata.serde import MetadataRecordSerde
+from kraft.protocol.api import KRAFT_VERSION_FEATURE
 from kraft.protocol.controller_frame import ControllerRequestFrame
 from kraft.protocol.controller_messages import (
+    CONTROLLER_MAX_VERSIONS,
     AllocateProducerIdsRequest,
     AllocateProducerIdsResponse,
     AlterConfigsResourceResponse,
@@ -51,11 +55,17 @@ from kraft.protocol.controller_messages import (
     CreatePartitionsTopicResult,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    Cursor,
     DeletableTopicResult,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
     DescribeClusterRequest,
     DescribeClusterResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResourceResult,
+    DescribeConfigsResponse,
+    DescribeConfigsResult,
+    DescribeConfigsSynonym,
     DescribeTopicPartitionsRequest,
     DescribeTopicPartitionsResponse,
     DescribeTopicPartitionsResponsePartition,
@@ -64,12 +74,29 @@ from kraft.protocol.controller_messages import (
     IncrementalAlterConfigsResponse,
 )
 from kraft.protocol.errors import Errors
+from kraft.protocol.messages import (
+    ApiVersion,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    FeatureUpdateResult,
+    FinalizedFeatureKey,
+    SupportedFeature,
+    UpdateFeaturesRequest,
+    UpdateFeaturesResponse,
+)
 from kraft.queue import EventTimeoutError, KafkaEventQueue, RejectedExecutionError
+from kraft.raft.reconfig import api_versions_response
 from kraft.runtime.clock import SystemClock
 from kraft.runtime.config import NodeConfig
 from kraft.runtime.node import RaftNode
 
-__all__ = ["ControllerApis", "ControllerNode", "describe_topic_partitions"]
+__all__ = [
+    "ControllerApis",
+    "ControllerNode",
+    "controller_api_versions",
+    "describe_configs",
+    "describe_topic_partitions",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +105,15 @@ R = TypeVar("R")
 #: How long a request without a timeout of its own (BrokerRegistration, BrokerHeartbeat, ...)
 #: may wait in the controller's queue before it is answered REQUEST_TIMED_OUT.
 DEFAULT_REQUEST_TIMEOUT_MS: Final = 30_000
+#: Kafka's ``max.request.partition.size.limit`` default: the most partitions one
+#: DescribeTopicPartitions answer holds, whatever the request's limit.
+MAX_REQUEST_PARTITION_SIZE_LIMIT: Final = 2000
+#: Kafka's internal topics (``Topic.isInternal``).
+INTERNAL_TOPICS: Final = frozenset({"__consumer_offsets", "__transaction_state"})
+#: Kafka's ``DescribeConfigsResponse.ConfigSource`` ids of the dynamic configs.
+_TOPIC_CONFIG: Final = 1
+_DYNAMIC_BROKER_CONFIG: Final = 2
+_DYNAMIC_DEFAULT_BROKER_CONFIG: Final = 3
 #: An unexpected failure (a bug) is logged at most this often.
 _ERROR_LOG_INTERVAL_MS: Final = 60_000
 
@@ -86,7 +122,8 @@ Respond = Callable[[int, ControllerResponse], None]
 
 class ControllerApis:
     """Answers controller requests with a :class:`QuorumController` (Kafka's
-    ``ControllerApis``). ``image`` gives the node's latest metadata image (DescribeTopicPartitions).
+    ``ControllerApis``). ``image`` gives the node's latest metadata image (DescribeTopicPartitions,
+    ApiVersions), ``kraft_version`` the level its Raft client has in force (ApiVersions).
     Sans-IO: :meth:`handle` takes a request and returns the future of its answer."""
 
     def __init__(
@@ -95,10 +132,12 @@ class ControllerApis:
         image: Callable[[], MetadataImage],
         clock: Clock,
         *,
+        kraft_version: Callable[[], int],
         request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
     ) -> None:
         self.controller = controller
         self._image = image
+        self._kraft_version = kraft_version
         self._clock = clock
         self._request_timeout_ms = request_timeout_ms
         self._error_log = LogLimiter(_ERROR_LOG_INTERVAL_MS)
@@ -171,14 +210,62 @@ class ControllerApis:
                 return self._answer(
                     body, controller.describe_cluster(body, timeout_ms=timeout_ms), _same
                 )
-            case DescribeTopicPartitionsRequest():
+            case UpdateFeaturesRequest():
+                return self._update_features(body, timeout_ms)
+            case DescribeTopicPartitionsRequest() | DescribeConfigsRequest() | ApiVersionsRequest():
                 answered: concurrent.futures.Future[ControllerResponse] = (
                     concurrent.futures.Future()
                 )
-                answered.set_result(describe_topic_partitions(self._image(), body))
+                answered.set_result(self._read(body))
                 return answered
             case _:
                 assert_never(body)
+
+    def _read(
+        self, body: DescribeTopicPartitionsRequest | DescribeConfigsRequest | ApiVersionsRequest
+    ) -> ControllerResponse:
+        """The answers read from the node's image, not from the controller: a standby gives
+        them too."""
+        if isinstance(body, ApiVersionsRequest):
+            return controller_api_versions(self._image(), self._kraft_version())
+        if isinstance(body, DescribeConfigsRequest):
+            return describe_configs(self._image(), body)
+        try:
+            return describe_topic_partitions(self._image(), body)
+        except ControllerApiError as exc:
+            return error_response(body, exc.api_error)
+
+    def _update_features(
+        self, body: UpdateFeaturesRequest, timeout_ms: int
+    ) -> concurrent.futures.Future[ControllerResponse]:
+        """UpdateFeatures of the controller's features (the listener kept those naming only
+        ``kraft.version`` for the Raft client): all or none, as Kafka's
+        ``QuorumController.updateFeatures``. ``kraft.version`` among them is refused: the Raft
+        client finalizes it with records of its own, which cannot commit atomically with the
+        controller's (docs/protocol-wire.md, "UpdateFeatures on a controller node")."""
+        updates = {u.feature: u.max_version_level for u in body.feature_updates}
+        if KRAFT_VERSION_FEATURE in updates:
+            level = updates[KRAFT_VERSION_FEATURE]
+            refused: concurrent.futures.Future[ApiError] = concurrent.futures.Future()
+            refused.set_result(
+                ApiError(
+                    Errors.INVALID_UPDATE_VERSION,
+                    f"Invalid update version {level} for feature {KRAFT_VERSION_FEATURE}. "
+                    "It is upgraded alone, in a request naming no other feature.",
+                )
+            )
+            return self._answer(body, refused, lambda error: _features_response(body, error))
+        upgrade_types = {u.feature: _upgrade_type(u.downgrade_type) for u in body.feature_updates}
+        return self._answer(
+            body,
+            self.controller.update_features(
+                updates,
+                upgrade_types=upgrade_types,
+                validate_only=body.validate_only,
+                timeout_ms=timeout_ms,
+            ),
+            lambda error: _features_response(body, error),
+        )
 
     def _answer(
         self,
@@ -213,6 +300,29 @@ def _api_error(exc: BaseException) -> ApiError:
     return ApiError.from_exception(exc)
 
 
+def _upgrade_type(downgrade_type: int) -> UpgradeType:
+    """kraft's ``downgrade_type`` (0 none, 1 safe, 2 unsafe) as Kafka's ``UpgradeType``;
+    UNKNOWN, which the controller refuses, for any other value."""
+    try:
+        return UpgradeType(downgrade_type + 1)
+    except ValueError:
+        return UpgradeType.UNKNOWN
+
+
+def _features_response(body: UpdateFeaturesRequest, error: ApiError) -> UpdateFeaturesResponse:
+    """Kafka's answer to UpdateFeatures: a refusal at the top level only, prefixed as
+    ``QuorumController.updateFeatures`` does; success with a result per feature (v1)."""
+    if error.error is not Errors.NONE:
+        return UpdateFeaturesResponse(
+            error_code=int(error.error),
+            error_message="The update failed for all features since the following feature "
+            f"had an error: {error.message_or_default()}",
+        )
+    return UpdateFeaturesResponse(
+        results=tuple(FeatureUpdateResult(u.feature) for u in body.feature_updates)
+    )
+
+
 def _same(response: ControllerResponse) -> ControllerResponse:
     return response
 
@@ -245,7 +355,7 @@ def _alter_configs_response(
     )
 
 
-def error_response(  # noqa: PLR0911 (one return per API)
+def error_response(  # noqa: PLR0911, PLR0912 (one return per API)
     body: ControllerRequest, error: ApiError
 ) -> ControllerResponse:
     """The answer to ``body`` refused as a whole with ``error``: on every item it names."""
@@ -301,25 +411,176 @@ def error_response(  # noqa: PLR0911 (one return per API)
                     for t in body.topics
                 )
             )
+        case UpdateFeaturesRequest():
+            # Kafka's UpdateFeaturesRequest.getErrorResponse: the top level only.
+            return UpdateFeaturesResponse(error_code=code, error_message=message)
+        case ApiVersionsRequest():
+            return ApiVersionsResponse(error_code=code)
+        case DescribeConfigsRequest():
+            return DescribeConfigsResponse(
+                results=tuple(
+                    DescribeConfigsResult(
+                        resource_type=r.resource_type,
+                        resource_name=r.resource_name,
+                        error_code=code,
+                        error_message=message,
+                    )
+                    for r in body.resources
+                )
+            )
         case _:
             assert_never(body)
+
+
+def controller_api_versions(image: MetadataImage, kraft_version: int) -> ApiVersionsResponse:
+    """A controller node's ApiVersions answer (Kafka's ``ControllerApis``
+    ``handleApiVersionsRequest``): a Raft replica's (:func:`~kraft.raft.reconfig.
+    api_versions_response`: its APIs and ``kraft.version`` range) with the controller's APIs,
+    the features the controller supports, and the finalized levels: ``kraft.version`` as the
+    Raft client has it, the others as ``image`` has them, its offset the epoch (Kafka's
+    ``FinalizedFeaturesEpoch``). A level of 0 (a feature off) is left out."""
+    raft = api_versions_response()
+    levels = {
+        KRAFT_VERSION_FEATURE: kraft_version,
+        METADATA_VERSION_FEATURE: image.features.metadata_version,
+        **image.features.finalized,
+    }
+    return ApiVersionsResponse(
+        api_keys=raft.api_keys
+        + tuple(ApiVersion(int(key), 0, top) for key, top in CONTROLLER_MAX_VERSIONS.items()),
+        supported_features=raft.supported_features
+        + tuple(
+            SupportedFeature(name, low, high)
+            for name, (low, high) in sorted(KRAFT_SUPPORTED_FEATURES.items())
+        ),
+        finalized_features_epoch=image.provenance.offset,
+        finalized_features=tuple(
+            FinalizedFeatureKey(name, level, level)
+            for name, level in sorted(levels.items())
+            if level > 0
+        ),
+    )
+
+
+def describe_configs(image: MetadataImage, body: DescribeConfigsRequest) -> DescribeConfigsResponse:
+    """The dynamic configs of each resource ``body`` names, as ``image`` has them (Kafka's
+    ``ConfigHelper.handleDescribeConfigsRequest``, which a controller serves too). kraft
+    keeps no brokers' ``LogConfig``/``KafkaConfig`` schemas, so there are no static or
+    default values, nothing is sensitive, and the config type is UNKNOWN: what
+    ``kafka-configs --describe`` prints (the dynamic configs) is all there is. Each config's
+    source is Kafka's: TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, or DYNAMIC_DEFAULT_BROKER_CONFIG for
+    the broker resource "" (the cluster default); with ``include_synonyms`` it is its own
+    one synonym. A resource fails alone: an invalid topic name INVALID_TOPIC_EXCEPTION, an
+    unknown topic UNKNOWN_TOPIC_OR_PARTITION, a broker name that is not an id or another
+    type INVALID_REQUEST."""
+    results = []
+    for resource in body.resources:
+        try:
+            source = _config_source(image, resource.resource_type, resource.resource_name)
+        except ControllerApiError as exc:
+            results.append(
+                DescribeConfigsResult(
+                    resource_type=resource.resource_type,
+                    resource_name=resource.resource_name,
+                    error_code=int(exc.api_error.error),
+                    error_message=exc.api_error.message,
+                )
+            )
+            continue
+        configs = image.configs.get((resource.resource_type, resource.resource_name), {})
+        keys = resource.configuration_keys
+        results.append(
+            DescribeConfigsResult(
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+                configs=tuple(
+                    DescribeConfigsResourceResult(
+                        name=name,
+                        value=value,
+                        config_source=source,
+                        synonyms=(DescribeConfigsSynonym(name, value, source),)
+                        if body.include_synonyms
+                        else (),
+                    )
+                    for name, value in sorted(configs.items())
+                    if keys is None or name in keys
+                ),
+            )
+        )
+    return DescribeConfigsResponse(results=tuple(results))
+
+
+def _config_source(image: MetadataImage, resource_type: int, name: str) -> int:
+    """Kafka's ``ConfigSource`` id of a resource's dynamic configs; ControllerApiError for a
+    resource that cannot have any (ConfigHelper's checks)."""
+    if resource_type == ConfigResourceType.TOPIC:
+        why = topic_name_error(name)
+        if why is not None:
+            raise ControllerApiError(Errors.INVALID_TOPIC_EXCEPTION, why)
+        if name not in image.topics:
+            raise ControllerApiError(
+                Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist"
+            )
+        return _TOPIC_CONFIG
+    if resource_type == ConfigResourceType.BROKER:
+        if not name:
+            return _DYNAMIC_DEFAULT_BROKER_CONFIG
+        if not name.isdigit():
+            raise ControllerApiError(
+                Errors.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}"
+            )
+        return _DYNAMIC_BROKER_CONFIG
+    raise ControllerApiError(Errors.INVALID_REQUEST, f"Unsupported resource type: {resource_type}")
 
 
 def describe_topic_partitions(
     image: MetadataImage, body: DescribeTopicPartitionsRequest
 ) -> DescribeTopicPartitionsResponse:
-    """The topics ``body`` asks for (all when it names none) as ``image`` has them, by name."""
-    names = [t.name for t in body.topics] if body.topics else sorted(image.topics)
-    topics = []
+    """One page of the topics ``body`` asks for (all when it names none) as ``image`` has them
+    (Kafka's ``DescribeTopicPartitionsRequestHandler`` and
+    ``KRaftMetadataCache.getTopicMetadataForDescribeTopicResponse``): the topics by name from
+    the cursor's on, each from partition 0 but the cursor's, until the page holds
+    ``response_partition_limit`` partitions (at least 1, at most
+    :data:`MAX_REQUEST_PARTITION_SIZE_LIMIT`). ``next_cursor`` names the first partition left
+    out: inside a topic, or partition 0 of the next topic. A topic asked for that the image
+    lacks is UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION for an invalid name) and
+    takes no room. Raises :class:`ControllerApiError` (INVALID_REQUEST) for a cursor naming a
+    topic the list lacks or a partition below 0."""
+    cursor = body.cursor
+    start_name = cursor.topic_name if cursor is not None else ""
+    asked = [t.name for t in body.topics]
+    names = sorted({n for n in (asked or image.topics) if n >= start_name})
+    if asked and cursor is not None and cursor.topic_name not in names:
+        raise ControllerApiError(
+            Errors.INVALID_REQUEST,
+            "DescribeTopicPartitionsRequest topic list should contain the cursor topic: "
+            f"{cursor.topic_name}",
+        )
+    if cursor is not None and cursor.partition_index < 0:
+        raise ControllerApiError(
+            Errors.INVALID_REQUEST,
+            f"DescribeTopicPartitionsRequest cursor partition must be valid: {cursor}",
+        )
+    remaining = max(min(MAX_REQUEST_PARTITION_SIZE_LIMIT, body.response_partition_limit), 1)
+    topics: list[DescribeTopicPartitionsResponseTopic] = []
     for name in names:
+        if remaining == 0:
+            # Every partition of the topics before is in: the next page starts here.
+            next_cursor = Cursor(topic_name=name, partition_index=0)
+            return DescribeTopicPartitionsResponse(topics=tuple(topics), next_cursor=next_cursor)
         topic = image.topics.get(name)
         if topic is None:
+            error = Errors.INVALID_TOPIC_EXCEPTION if topic_name_error(name) else None
             topics.append(
                 DescribeTopicPartitionsResponseTopic(
-                    name=name, error_code=int(Errors.UNKNOWN_TOPIC_OR_PARTITION)
+                    name=name,
+                    error_code=int(error or Errors.UNKNOWN_TOPIC_OR_PARTITION),
+                    is_internal=name in INTERNAL_TOPICS,
                 )
             )
             continue
+        first = cursor.partition_index if cursor is not None and name == start_name else 0
+        end = min(len(topic.partitions), first + remaining)
         partitions = tuple(
             DescribeTopicPartitionsResponsePartition(
                 partition_index=index,
@@ -328,13 +589,21 @@ def describe_topic_partitions(
                 replica_nodes=tuple(p.replicas),
                 isr_nodes=tuple(p.isr),
             )
-            for index, p in sorted(topic.partitions.items())
+            for index in range(first, end)
+            if (p := topic.partitions.get(index)) is not None
         )
         topics.append(
             DescribeTopicPartitionsResponseTopic(
-                name=name, topic_id=topic.id, partitions=partitions
+                name=name,
+                topic_id=topic.id,
+                is_internal=name in INTERNAL_TOPICS,
+                partitions=partitions,
             )
         )
+        if end < len(topic.partitions):
+            next_cursor = Cursor(topic_name=name, partition_index=end)
+            return DescribeTopicPartitionsResponse(topics=tuple(topics), next_cursor=next_cursor)
+        remaining -= len(partitions)
     return DescribeTopicPartitionsResponse(topics=tuple(topics))
 
 
@@ -371,6 +640,11 @@ class ControllerNode:
                 f"cluster {frame.header.cluster_id!r}, this is {self.node.cluster_id!r}",
             )
         if refusal is not None:
+            if serve is None and isinstance(frame.body, ApiVersionsRequest):
+                # Before the controller runs the node answers as a Raft replica: a leader
+                # adding it as a voter asks for its kraft.version range (KIP-853).
+                self.node.respond_controller(channel_id, api_versions_response())
+                return
             self.node.respond_controller(channel_id, error_response(frame.body, refusal))
             return
         assert serve is not None
@@ -397,7 +671,13 @@ class ControllerNode:
             on_fault=self._on_controller_fault,
         )
         loader = self.loader
-        apis = ControllerApis(self.controller, lambda: loader.image, clock)
+        apis = ControllerApis(
+            self.controller,
+            lambda: loader.image,
+            clock,
+            # Read from the listener's thread: a level the Raft client had in force.
+            kraft_version=lambda: client.kraft_version,
+        )
         self._serve = apis.serve(self.node.respond_controller)
 
     def _on_controller_fault(self, fault: FatalFaultError) -> None:

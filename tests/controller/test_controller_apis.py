@@ -64,12 +64,20 @@ class Apis:
     def __init__(self, quorum: ControllerQuorum) -> None:
         self.quorum = quorum
         self.apis = {
-            node_id: ControllerApis(controller, self._image_of(node_id), quorum.clock)
+            node_id: ControllerApis(
+                controller,
+                self._image_of(node_id),
+                quorum.clock,
+                kraft_version=self._kraft_version_of(node_id),
+            )
             for node_id, controller in quorum.controllers.items()
         }
 
     def _image_of(self, node_id: int) -> Callable[[], MetadataImage]:
         return lambda: self.quorum.loaders[node_id].image
+
+    def _kraft_version_of(self, node_id: int) -> Callable[[], int]:
+        return lambda: self.quorum.cluster.nodes[node_id].kraft_version
 
     def ask(self, node_id: int, body: ControllerRequest) -> ControllerResponse:
         decoder = NodeRequestFrameDecoder()

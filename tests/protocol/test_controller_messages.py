@@ -76,6 +76,7 @@ def test_api_keys_and_versions_are_kafkas() -> None:
     assert {k.name: (int(k), v) for k, v in CONTROLLER_MAX_VERSIONS.items()} == {
         "CREATE_TOPICS": (19, 7),
         "DELETE_TOPICS": (20, 6),
+        "DESCRIBE_CONFIGS": (32, 4),
         "CREATE_PARTITIONS": (37, 3),
         "INCREMENTAL_ALTER_CONFIGS": (44, 1),
         "DESCRIBE_CLUSTER": (60, 2),

@@ -188,6 +188,7 @@ def test_api_keys_are_kafkas() -> None:
         "API_VERSIONS": 18,
         "CREATE_TOPICS": 19,
         "DELETE_TOPICS": 20,
+        "DESCRIBE_CONFIGS": 32,
         "CREATE_PARTITIONS": 37,
         "INCREMENTAL_ALTER_CONFIGS": 44,
         "VOTE": 52,
