@@ -62,6 +62,7 @@ bench: install
 	$(PY) tests/benchmarks/bench_quorum.py --seconds 5
 	$(PY) tests/benchmarks/bench_snapshot_transfer.py
 	$(PY) tests/benchmarks/bench_metadata_image.py
+	$(PY) tests/benchmarks/bench_controller.py --seconds 10 --topics-per-request 1 100
 
 clean:
 	rm -rf $(RUN_DIR) bench-data .pytest_cache .mypy_cache .ruff_cache .hypothesis

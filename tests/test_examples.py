@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -40,3 +41,26 @@ def test_storage_example_runs(name: str, tmp_path: Path) -> None:
         check=False,
     )
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.slow
+def test_controller_example_keeps_every_topic_across_a_kill_9(tmp_path: Path) -> None:
+    """The controller example runs three controller processes and three simulated brokers,
+    creates topics, kills the active controller with SIGKILL, finds the same topics described
+    by the next one, and stops every process gracefully (each exits 0)."""
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLES / "controller" / "run.py"), "--dir", str(tmp_path / "demo")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    first = re.search(r"^active controller: (\d)$", out, re.M)
+    killed = re.search(r"^controller (\d) exited with status -9$", out, re.M)
+    second = re.search(r"^new active controller: (\d)$", out, re.M)
+    assert first and killed and second, out
+    assert killed[1] == first[1] != second[1]
+    assert "nothing lost: the same 3 topics (ids, partitions, replicas), brokers [1, 2, 3]" in out
+    assert out.count("exited with status 0") == 4  # the brokers and the three controllers
