@@ -11,7 +11,7 @@ from test_image import histories, image_of, partition, register, replayed
 from kraft.metadata.delta import MetadataDelta
 from kraft.metadata.digest import image_digest
 from kraft.metadata.image import MetadataImage, MetadataProvenance
-from kraft.metadata.records import PartitionChangeRecord, TopicRecord
+from kraft.metadata.records import MetadataRecord, PartitionChangeRecord, TopicRecord
 
 T1 = uuid.UUID(int=0x11)
 T2 = uuid.UUID(int=0x22)
@@ -35,8 +35,8 @@ def test_a_replayed_image_and_its_snapshot_have_the_same_digest(deltas) -> None:
 
 
 def test_the_order_the_maps_hold_does_not_matter() -> None:
-    a = [TopicRecord(name="a", topic_id=T1), partition(T1)]
-    b = [TopicRecord(name="b", topic_id=T2), partition(T2)]
+    a: list[MetadataRecord] = [TopicRecord(name="a", topic_id=T1), partition(T1)]
+    b: list[MetadataRecord] = [TopicRecord(name="b", topic_id=T2), partition(T2)]
     first = image_of([register(1), register(2), *a, *b])
     second = image_of([register(2), register(1), *b, *a])
     assert list(first.topics) != list(second.topics)
