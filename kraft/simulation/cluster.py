@@ -51,6 +51,8 @@ from kraft.raft.voter_history import write_bootstrap_checkpoint
 from kraft.raft.voter_set import DEFAULT_LISTENER, VoterNode, VoterSet
 from kraft.record.offsets import OffsetAndEpoch
 from kraft.simulation.admin import AdminClient, VoterChange
+from kraft.simulation.controller import ControllerOperations, controller_sim
+from kraft.simulation.errors import SimulationError
 from kraft.simulation.events import Event, EventLog
 from kraft.simulation.faults import FaultInjection, FaultRecord
 from kraft.simulation.invariants import InvariantChecker, Violation
@@ -84,10 +86,6 @@ MAX_SPINS = 10_000
 MAX_EVENTS_AT_ONE_TIME = 200_000
 
 _POLL, _DELIVER, _CALL = 0, 1, 2
-
-
-class SimulationError(KraftError):
-    """The simulation itself cannot go on (a livelock, a misuse of the API)."""
 
 
 class InvariantViolationError(KraftError):
@@ -136,7 +134,7 @@ def sim_config(voter_ids: Iterable[int], base: QuorumConfig | None = None) -> Qu
     return replace(base, voters=voters)
 
 
-class Cluster(FaultInjection, ClientOperations):
+class Cluster(FaultInjection, ClientOperations, ControllerOperations):
     """A simulated quorum: ``voters`` voters (ids 1..voters) and ``observers`` observers
     (the ids after), all started. See docs/simulation.md for the whole API.
 
@@ -154,6 +152,9 @@ class Cluster(FaultInjection, ClientOperations):
     voters live in the log (KIP-853): each voter gets a directory id (drawn from the seed) and
     its disk the bootstrap checkpoint naming voters 1..voters, and every node's configuration
     names no voters, only bootstrap servers (the voters when it starts).
+
+    ``controller=True``: each node runs a controller instead of the counter, with ``brokers``
+    simulated brokers (:mod:`kraft.simulation.controller`).
     """
 
     def __init__(
@@ -172,6 +173,8 @@ class Cluster(FaultInjection, ClientOperations):
         snapshot_every: int | None = SNAPSHOT_EVERY,
         retention: SnapshotRetention | None = None,
         kraft_version: int = 0,
+        controller: bool = False,
+        brokers: int = 0,
     ) -> None:
         if voters < 1:
             raise ConfigError(f"a cluster needs at least one voter, got {voters}")
@@ -236,9 +239,10 @@ class Cluster(FaultInjection, ClientOperations):
         self._suppress = frozenset(suppress_faults)
         self._heap: list[tuple[int, int, int, Any, Any]] = []
         self._seq = 0
-        self._serde = SimSerde()
+        self.controller_sim = controller_sim(self, controller, brokers)
+        self._serde = SimSerde() if self.controller_sim is None else self.controller_sim.serde
         self.checker = InvariantChecker(
-            self.nodes, initial_voters, self.clock, self.network, bootstrap
+            self.nodes, initial_voters, self.clock, self.network, bootstrap, self._serde
         )
         self._shutdowns: dict[int, Any] = {}
         #: Futures of client calls pending on each node (failed if it goes down).
@@ -253,6 +257,7 @@ class Cluster(FaultInjection, ClientOperations):
         shape = {"voters": voters, "observers": observers}
         if kraft_version:
             shape["kraft_version"] = kraft_version
+        shape.update({"brokers": brokers} if controller else {})
         self._emit(
             "run_started",
             details={
@@ -416,17 +421,6 @@ class Cluster(FaultInjection, ClientOperations):
         node.request_aliases.clear()
         node.vote_kinds.clear()
         node_id = node.node_id
-        counter = ReplicatedCounter(
-            node_id,
-            on_commit=lambda batch, value: self._on_commit(node, batch, value),
-            on_problem=lambda invariant, message: self.checker.report(
-                invariant, (node_id,), message
-            ),
-            on_snapshot=lambda kind, snapshot_id, value: self._on_snapshot(
-                node, kind, snapshot_id, value
-            ),
-            snapshot_every=self.snapshot_every,
-        )
         config = self.config
         if self.kraft_version == 1:
             # The operator keeps the bootstrap servers current: the voters at each start.
@@ -448,10 +442,8 @@ class Cluster(FaultInjection, ClientOperations):
             local_directory_id=node.directory_id,
             local_endpoints=((DEFAULT_LISTENER, endpoint.host, endpoint.port),),
         )
-        counter.client = client
-        node.counter = counter
         node.client = client
-        client.register(counter)
+        self._attach(node, client)
         try:
             client.initialize()
         except Exception as exc:
@@ -462,6 +454,25 @@ class Cluster(FaultInjection, ClientOperations):
         self._observe(node)
         self._router.route(node)
         self._wake(node)
+
+    def _attach(self, node: SimNode, client: KafkaRaftClient[Any]) -> None:
+        """Register the node's state machines: the counter, or the controller and loader."""
+        if self.controller_sim is not None:
+            self.controller_sim.attach(node, client)
+            return
+        node.counter = ReplicatedCounter(
+            node.node_id,
+            on_commit=lambda batch, value: self._on_commit(node, batch, value),
+            on_problem=lambda invariant, message: self.checker.report(
+                invariant, (node.node_id,), message
+            ),
+            on_snapshot=lambda kind, snapshot_id, value: self._on_snapshot(
+                node, kind, snapshot_id, value
+            ),
+            snapshot_every=self.snapshot_every,
+        )
+        node.counter.client = client
+        client.register(node.counter)
 
     def _activate(self, node: SimNode) -> None:
         client = node.client
@@ -485,6 +496,8 @@ class Cluster(FaultInjection, ClientOperations):
         except Exception as exc:
             self._fatal(node, exc)
             return
+        if self.controller_sim is not None:
+            self.controller_sim.run(node)
         self._observe(node)
         shutdown = self._shutdowns.get(node.node_id)
         if shutdown is not None and shutdown.done():
@@ -536,6 +549,8 @@ class Cluster(FaultInjection, ClientOperations):
         self._shutdowns.pop(node.node_id, None)
         self.checker.node_reset(node.node_id, wiped=False)
         self._emit_node(node, "state_changed", details={"from_role": how})
+        if self.controller_sim is not None:
+            self.controller_sim.detach(node, how)
         self._fail_pending(node)
 
     def _finish_shutdown(self, node: SimNode) -> None:
@@ -561,7 +576,7 @@ class Cluster(FaultInjection, ClientOperations):
             },
         )
 
-    def _on_commit(self, node: SimNode, batch: Batch[Any], value: int) -> None:
+    def _on_commit(self, node: SimNode, batch: Batch[Any], value: int | None) -> None:
         self.checker.on_commit(node.node_id, batch, value)
         held = node.log.held_batches(batch.base_offset, batch.base_offset + 1)
         checksum = held[0][2].crc if held and held[0][2] is not None else -1
@@ -744,6 +759,7 @@ class Cluster(FaultInjection, ClientOperations):
     def append(self, records: Sequence[Any]) -> int | None:
         """Append ``records`` (any msgpack-able values) through the current leader, as one
         batch; the last record's offset, or None without a leader."""
+        self._counter_only()
         leader_id = self.leader()
         if leader_id is None:
             self._emit("append_refused", count=len(records))
@@ -765,6 +781,7 @@ class Cluster(FaultInjection, ClientOperations):
     def increment(self) -> int | None:
         """Append the replicated counter's next increment through the leader (Kafka's
         ``ReplicatedCounter.increment``); its offset, or None when no leader is writable."""
+        self._counter_only()
         leader_id = self.leader()
         node = None if leader_id is None else self.nodes[leader_id]
         if node is None or node.client is None or node.counter is None:
@@ -782,6 +799,7 @@ class Cluster(FaultInjection, ClientOperations):
     def start_workload(self, rate_per_s: float = 100.0, jitter: float = 0.5) -> None:
         """Increment the counter about ``rate_per_s`` times per simulated second, through
         whichever node leads (each tick is ``1000 / rate`` ms, give or take ``jitter``)."""
+        self._counter_only()
         if rate_per_s <= 0:
             raise ValueError(f"the workload rate must be positive, got {rate_per_s}")
         period = 1000.0 / rate_per_s
@@ -808,6 +826,7 @@ class Cluster(FaultInjection, ClientOperations):
     def start_kv_workload(self, **options: Any) -> KvWorkload:
         """Start the kv workload's clients (``options``: :class:`KvWorkload`'s); at the end
         :meth:`validate` checks that what they saw is linearizable."""
+        self._counter_only()
         if self.kv_workload is not None:
             raise SimulationError("a cluster runs one kv workload")
         self.kv_workload = KvWorkload(self, **options)

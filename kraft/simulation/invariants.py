@@ -75,6 +75,7 @@ from kraft.raft.listeners import Batch
 from kraft.raft.states import ReplicaKey
 from kraft.raft.voter_set import VoterSet
 from kraft.record.offsets import OffsetAndEpoch
+from kraft.record.serde import RecordSerde
 from kraft.simulation.controller_invariants import CONTROLLER_INVARIANTS
 from kraft.simulation.network import SimNetwork
 from kraft.simulation.node import SimNode, SimSerde, top_leader
@@ -176,8 +177,11 @@ class InvariantChecker:
         clock: ManualClock | None = None,
         network: SimNetwork | None = None,
         bootstrap: VoterSet | None = None,
+        serde: RecordSerde[Any] = _SERDE,
     ) -> None:
         self.nodes = nodes
+        #: The records' serde (a snapshot is intact if its records decode).
+        self.serde = serde
         self._static_voters = tuple(voter_ids)
         self.voter_checks = None if bootstrap is None else VoterChecks(nodes, bootstrap)
         self.committed = _Committed()
@@ -568,7 +572,7 @@ class InvariantChecker:
                 continue
             try:
                 # What a listener loading it checks: every batch, offsets, epoch, header, footer.
-                SnapshotReader(raw, _SERDE, owns_raw=True).close()
+                SnapshotReader(raw, self.serde, owns_raw=True).close()
             except CorruptRecordError:
                 continue
             return snapshot_id.offset

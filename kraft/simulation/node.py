@@ -14,7 +14,7 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Callable, Iterable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgspec
 
@@ -29,6 +29,12 @@ from kraft.raft.client import KafkaRaftClient
 from kraft.raft.listeners import Batch, BatchReader, LeaderAndEpoch, Listener, SnapshotReaderLike
 from kraft.raft.memory_channel import MemoryChannel
 from kraft.record.offsets import OffsetAndEpoch
+
+if TYPE_CHECKING:
+    from kraft.controller.quorum_controller import QuorumController
+    from kraft.metadata.image import MetadataImage
+    from kraft.metadata.loader import MetadataLoader
+    from kraft.queue import DeterministicEventQueue
 
 __all__ = [
     "SIM_PORT_BASE",
@@ -238,11 +244,14 @@ class SimNode:
         "bootstrap_servers",
         "channel",
         "client",
+        "controller",
+        "controller_queue",
         "counter",
         "directory_id",
         "incarnation",
         "last_epoch",
         "last_role",
+        "loader",
         "log",
         "node_id",
         "paused",
@@ -272,6 +281,11 @@ class SimNode:
         self.store = MemoryQuorumStateStore(f"node-{node_id}")
         self.client: KafkaRaftClient[Any] | None = None
         self.counter: ReplicatedCounter | None = None
+        #: In a controller cluster (kraft.simulation.controller), while the node runs: its
+        #: controller, the queue that runs it, and its metadata loader.
+        self.controller: QuorumController | None = None
+        self.controller_queue: DeterministicEventQueue | None = None
+        self.loader: MetadataLoader | None = None
         self.channel = MemoryChannel(node_id * 100_000_000)
         self.queue = DequeMessageQueue()
         self.incarnation = 0
@@ -340,6 +354,11 @@ class SimNode:
     def kv(self) -> KvStateMachine | None:
         """The node's key-value map (what its listener applied), or None while it is down."""
         return None if self.client is None or self.counter is None else self.counter.kv
+
+    @property
+    def image(self) -> MetadataImage | None:
+        """The latest committed metadata image (a controller cluster's running node)."""
+        return None if self.loader is None else self.loader.image
 
     @property
     def counter_value(self) -> int:
