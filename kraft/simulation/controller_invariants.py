@@ -13,9 +13,9 @@ Names, as they appear in reports and in the event log:
                                replica in its ISR keeps it until the broker is fenced)
 ``partition_epochs_monotonic`` a partition's leader epoch and partition epoch never go back
                                while its topic exists
-``acked_topic_durable``        a topic whose creation was acknowledged is in every image at or
-                               past the offset it was known committed at, with the same id,
-                               unless a deletion of it was sent
+``acked_topic_durable``        a topic whose creation was acknowledged is in the highest
+                               committed image seen then, and in every image from that offset
+                               on with the same id, unless a deletion of it was sent
 ``producer_ids_disjoint``      the producer id blocks handed out never overlap, and the next
                                producer id in the committed images never decreases
 ``revert_to_committed``        right after a renounce, the old active controller's state read
@@ -36,13 +36,17 @@ import bisect
 import heapq
 import uuid
 from collections.abc import Callable
-from typing import Final
+from typing import TYPE_CHECKING, Final, Protocol
 
 from kraft.controller.state_view import MetadataState
 from kraft.metadata.digest import image_digest
 from kraft.metadata.image import NO_LEADER, MetadataImage, PartitionRegistration
 
-__all__ = ["CONTROLLER_INVARIANTS", "ControllerInvariants", "Report"]
+if TYPE_CHECKING:
+    from kraft.simulation.invariants import InvariantChecker
+    from kraft.simulation.node import SimNode
+
+__all__ = ["CONTROLLER_INVARIANTS", "ControllerInvariants", "Report", "SimControllerInvariants"]
 
 CONTROLLER_INVARIANTS: Final = (
     "image_agreement",
@@ -65,8 +69,9 @@ class ControllerInvariants:
 
     def __init__(self, report: Report) -> None:
         self._report = report
-        #: Each running node's latest image.
+        #: Each running node's latest image, and the highest one any node published.
         self._latest: dict[int, MetadataImage] = {}
+        self._highest = MetadataImage.EMPTY
         #: The first image seen at each offset still above some running node, and its node.
         self._at_offset: dict[int, tuple[int, MetadataImage]] = {}
         self._offsets_heap: list[int] = []
@@ -94,6 +99,8 @@ class ControllerInvariants:
             previous = None  # a node starting over (a snapshot, a restart): look at everything
         self._latest[node_id] = image
         offset = image.provenance.offset
+        if offset > self._highest.provenance.offset:
+            self._highest = image
         self._check_agreement(node_id, image)
         changed_brokers = [
             broker
@@ -231,15 +238,24 @@ class ControllerInvariants:
         self._next_producer_id = (offset, next_id)
 
     # -- what the controllers acknowledged -----------------------------------------------------
-    def topic_created(self, name: str, topic_id: uuid.UUID, committed_offset: int) -> None:
-        """The creation of ``name`` was acknowledged with ``topic_id``; the answering
-        controller had committed up to ``committed_offset``, so the topic is committed there."""
+    def topic_acked(self, name: str) -> None:
+        """A controller acknowledged the creation of ``name``: its record committed, so the
+        highest committed image seen so far holds it, and every image from there on must hold
+        it with that id."""
         if name in self._deleting:
             return
-        self._acked_topics[name] = (topic_id, committed_offset)
-        for node_id, image in self._latest.items():
-            if image.provenance.offset >= committed_offset:
-                self._check_acked_topics(node_id, image)
+        highest = self._highest
+        offset = highest.provenance.offset
+        topic = highest.topics.get(name)
+        if topic is None:
+            self._report(
+                "acked_topic_durable",
+                (),
+                f"topic {name!r} was acknowledged as created, but the highest committed image "
+                f"(offset {offset}) does not hold it",
+            )
+            return
+        self._acked_topics[name] = (topic.id, offset)
 
     def topic_deletion_sent(self, name: str) -> None:
         """A deletion of ``name`` was sent: from now on the topic may go."""
@@ -284,3 +300,46 @@ class ControllerInvariants:
                 f"node {node_id}'s controller after renouncing differs from the committed image "
                 f"at offset {committed_offset} (image != controller): " + "; ".join(differences),
             )
+
+
+class _Cluster(Protocol):
+    """What :class:`SimControllerInvariants` reads of the cluster."""
+
+    nodes: dict[int, SimNode]
+    checker: InvariantChecker
+
+
+class SimControllerInvariants(ControllerInvariants):
+    """The controller invariants of a simulated cluster: a
+    :class:`~kraft.simulation.controller.ControllerObserver` reporting to the cluster's
+    checker (``cluster.controller_sim.invariants``)."""
+
+    def __init__(self, cluster: _Cluster) -> None:
+        # The checker is made after the controller part of the cluster: look it up per report.
+        super().__init__(lambda *problem: cluster.checker.report(*problem))  # noqa: PLW0108
+        self._nodes = cluster.nodes
+
+    def image_published(self, node_id: int, image: MetadataImage) -> None:
+        for stopped in [n for n in self._latest if not self._nodes[n].running]:
+            self.node_stopped(stopped)
+        self.on_image(node_id, image)
+
+    def claimed(self, node_id: int, epoch: int) -> None:
+        """Nothing to check: a claim changes no committed metadata."""
+
+    def renounced(self, node_id: int, epoch: int, reason: str) -> None:
+        controller = self._nodes[node_id].controller
+        if reason != "renounced" or controller is None:
+            self.node_stopped(node_id)
+        elif not controller.is_active:  # not a claim carried into a later epoch
+            self.on_renounce(
+                node_id,
+                controller.last_committed_offset,
+                MetadataState.of_controller(controller),
+            )
+
+    def topic_op(self, op: str, topic: str, outcome: str | None) -> None:
+        if op == "delete_topic" and outcome is None:
+            self.topic_deletion_sent(topic)
+        elif op == "create_topic" and outcome == "ok":
+            self.topic_acked(topic)

@@ -163,13 +163,13 @@ def test_partition_epochs_never_go_back(checks, problems) -> None:
 def test_an_acknowledged_topic_stays_until_its_deletion_is_sent(checks, problems) -> None:
     empty = image([register(1, 1)], 8)
     checks.on_image(1, empty)
-    checks.topic_created("a", T1, 10)
-    # Below the offset it was known committed at, a missing topic is fine.
-    checks.on_image(2, empty)
+    checks.on_image(2, BASE)
+    checks.topic_acked("a")
+    # Below the offset it was acknowledged at, a missing topic is fine.
+    checks.on_image(3, empty)
     assert problems == []
     checks.on_image(1, BASE)
-    assert problems == []
-    checks.on_image(2, empty.with_provenance(MetadataProvenance(11, 1, 11)))
+    checks.on_image(3, empty.with_provenance(MetadataProvenance(11, 1, 11)))
     assert names(problems) == ["acked_topic_durable"]
     problems.clear()
     recreated = image([TopicRecord(name="a", topic_id=T2)], 5)
@@ -178,12 +178,14 @@ def test_an_acknowledged_topic_stays_until_its_deletion_is_sent(checks, problems
     problems.clear()
     checks.topic_deletion_sent("a")
     checks.on_image(1, empty.with_provenance(MetadataProvenance(13, 1, 13)))
+    checks.topic_acked("a")
     assert problems == []
 
 
-def test_an_acknowledged_topic_is_checked_against_images_already_past_it(checks, problems) -> None:
-    checks.on_image(1, image([register(1, 1)], 20))
-    checks.topic_created("a", T1, 15)
+def test_an_acknowledged_topic_is_in_the_highest_committed_image(checks, problems) -> None:
+    checks.on_image(1, BASE)
+    checks.on_image(2, image([register(1, 1)], 20))
+    checks.topic_acked("a")
     assert names(problems) == ["acked_topic_durable"]
 
 
