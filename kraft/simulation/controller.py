@@ -75,9 +75,10 @@ R = TypeVar("R")
 #: The cluster id every simulated controller and broker agrees on.
 SIM_CLUSTER_ID = "kraft-sim-cluster"
 #: Each node's loader writes a snapshot once this many bytes of batches committed since the
-#: last one (Kafka's 20 MiB would never be reached in a run): a NoOpRecord every 500 ms makes
-#: one every minute or so, so that runs see snapshots written, served and loaded.
-METADATA_SNAPSHOT_POLICY = SnapshotPolicy(max_bytes_between_snapshots=16 * 1024)
+#: last one (Kafka's 20 MiB would never be reached in a run): an idle controller's NoOpRecords
+#: (one every 500 ms) make one every half minute, so runs see snapshots written, served and
+#: loaded.
+METADATA_SNAPSHOT_POLICY = SnapshotPolicy(max_bytes_between_snapshots=4 * 1024)
 #: How long a topic operation waits for its answer (Kafka's admin ``request.timeout.ms``).
 CONTROLLER_CALL_TIMEOUT_MS = 30_000
 

@@ -48,6 +48,13 @@ KINDS: dict[str, str] = {
     "voter_change_answered": "the admin got the answer to a voter change (error in details)",
     "op_invoked": "a kv client invoked an operation through the node (client, op, key in details)",
     "op_completed": "a kv client's operation completed (outcome, result or error in details)",
+    "controller_claimed": "the node's controller became active in `epoch`",
+    "controller_renounced": "the node's controller stopped being active in `epoch` (why: details)",
+    "broker_registered": "the node's controller answered a broker's registration (broker, epoch)",
+    "broker_fenced": "the first committed image to fence a broker (at `offset`, broker in details)",
+    "broker_unfenced": "the first committed image to unfence a broker (at `offset`)",
+    "partition_leader_changed": "the first committed image with a partition's new leader or epoch",
+    "controller_op_completed": "a topic operation or a broker registration was answered (details)",
 }
 
 

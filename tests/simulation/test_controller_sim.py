@@ -129,3 +129,178 @@ def test_same_seed_same_controller_run(tmp_path: Path) -> None:
 
     assert run(5) == run(5)
     assert run(5) != run(6)
+
+
+def test_acknowledged_topics_survive_a_controller_failover() -> None:
+    cluster = ready(3)
+    futures: dict[str, Any] = {}
+    killed = -1
+    for i in range(100):
+        futures[f"t{i}"] = cluster.create_topic(f"t{i}", 1, 3)
+        cluster.run_for(100)
+        if i == 10:
+            killed = active_node(cluster) or -1
+            cluster.kill(killed)
+        if i == 60:
+            cluster.restart(killed)
+    assert cluster.run_until(lambda: all(f.done() for f in futures.values()), 40_000)
+    acked = {name for name, f in futures.items() if f.exception() is None}
+    failed = {name for name, f in futures.items() if f.exception() is not None}
+    assert acked & {f"t{i}" for i in range(10)}
+    assert acked & {f"t{i}" for i in range(61, 100)}
+    assert failed, "some calls met the failover"
+    new_active = active_node(cluster)
+    assert new_active not in (None, killed)
+    cluster.run_for(5_000)
+    for node in cluster.nodes.values():
+        assert node.image is not None
+        assert acked <= set(node.image.topics), f"node {node.node_id} lost acknowledged topics"
+    assert cluster.violations == []
+
+
+def test_crashed_broker_is_fenced_after_its_session_and_loses_its_leaderships(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "events.jsonl"
+    cluster = ready(2, event_log=log)
+    result(cluster, cluster.create_topic("t", 6, 3))
+    crashed_at = cluster.now_ms
+    cluster.crash_broker(101)
+    active = cluster.nodes[cluster.leader() or 1]
+    assert cluster.run_until(
+        lambda: active.image is not None and active.image.brokers[101].fenced, 20_000
+    )
+    # Kafka's broker.session.timeout.ms: 9 s after the last heartbeat (at most 2 s before).
+    assert 7_000 <= cluster.now_ms - crashed_at <= 9_500
+    image = active.image
+    assert image is not None
+    for partition in image.topics["t"].partitions.values():
+        assert partition.leader != 101
+        assert 101 not in partition.isr
+    cluster.close()
+    (fenced,) = events(log, "broker_fenced")
+    assert fenced["details"] == {"broker": 101, "broker_epoch": image.brokers[101].epoch}
+    assert fenced["time_ms"] - crashed_at == cluster.now_ms - crashed_at
+    (fault,) = events(log, "fault_injected")
+    assert fault["details"]["fault"] == "broker_crash"
+    assert fault["details"]["targets"] == [101]
+    moved = [
+        e
+        for e in events(log, "partition_leader_changed")
+        if e["time_ms"] >= crashed_at and e["details"]["previous_leader"] == 101
+    ]
+    assert moved and all(e["details"]["leader"] != 101 for e in moved)
+
+
+def test_restarted_broker_registers_again_and_is_unfenced() -> None:
+    cluster = ready(4)
+    first = cluster.node(1).image.brokers[102]  # type: ignore[union-attr]
+    cluster.crash_broker(102)
+    cluster.run_for(12_000)
+    cluster.restart_broker(102)
+    assert cluster.run_until(lambda: all_unfenced(cluster), 30_000)
+    again = cluster.node(1).image.brokers[102]  # type: ignore[union-attr]
+    assert again.incarnation_id != first.incarnation_id
+    assert again.epoch > first.epoch
+
+
+def test_controlled_shutdown_moves_leaderships_before_the_broker_stops() -> None:
+    cluster = ready(2)
+    result(cluster, cluster.create_topic("t", 6, 3))
+    active = cluster.nodes[cluster.leader() or 1]
+    assert active.image is not None
+    assert any(p.leader == 102 for p in active.image.topics["t"].partitions.values())
+    broker = cluster.controller_sim.brokers.brokers[102]  # type: ignore[union-attr]
+    started = cluster.now_ms
+    cluster.shutdown_broker(102)
+    assert cluster.run_until(lambda: not broker.running, 20_000)
+    # Well before its session would have run out: the controller let it go.
+    assert cluster.now_ms - started < 9_000
+    image = active.image
+    assert all(p.leader != 102 for p in image.topics["t"].partitions.values())
+    assert image.brokers[102].in_controlled_shutdown
+
+
+def test_isolated_broker_is_fenced_and_healed_broker_unfenced() -> None:
+    cluster = ready(6)
+    cluster.isolate_broker(103)
+    active = cluster.nodes[cluster.leader() or 1]
+    assert cluster.run_until(lambda: active.image.brokers[103].fenced, 20_000)  # type: ignore[union-attr]
+    cluster.heal_broker(103)
+    assert cluster.run_until(lambda: all_unfenced(cluster), 20_000)
+
+
+def test_kill_restart_and_wipe_rebuild_a_nodes_controller() -> None:
+    cluster = ready(7)
+    result(cluster, cluster.create_topic("t", 1, 3))
+    node = cluster.node(3)
+    before = node.controller
+    cluster.kill(3)
+    assert (node.controller, node.image) == (None, None)
+    cluster.restart(3)
+    assert node.controller not in (None, before)
+    assert cluster.run_until(lambda: node.image is not None and "t" in node.image.topics, 10_000)
+    rebuilt = node.controller
+    cluster.wipe(3)
+    assert node.controller is not rebuilt
+    assert cluster.run_until(lambda: node.image is not None and "t" in node.image.topics, 20_000)
+    assert node.log.log_end_offset > 0
+    assert cluster.violations == []
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+
+    def image_published(self, node_id: int, image: Any) -> None:
+        self.calls.append(("image", node_id, image.provenance.offset))
+
+    def claimed(self, node_id: int, epoch: int) -> None:
+        self.calls.append(("claimed", node_id, epoch))
+
+    def renounced(self, node_id: int, epoch: int, reason: str) -> None:
+        self.calls.append(("renounced", node_id, epoch, reason))
+
+    def topic_op(self, op: str, topic: str, outcome: str | None) -> None:
+        self.calls.append(("topic", op, topic, outcome))
+
+
+def test_observers_hear_images_claims_renounces_and_topic_operations(tmp_path: Path) -> None:
+    log = tmp_path / "events.jsonl"
+    cluster = Cluster(1, voters=3, controller=True, brokers=3, event_log=log)
+    assert cluster.controller_sim is not None
+    recorder = Recorder()
+    cluster.controller_sim.observe(recorder)
+    assert cluster.run_until(lambda: all_unfenced(cluster), 30_000)
+    result(cluster, cluster.create_topic("t", 2, 3))
+    active = active_node(cluster)
+    assert active is not None
+    cluster.kill(active)
+    assert cluster.run_until(lambda: active_node(cluster) is not None, 20_000)
+    claims = [c for c in recorder.calls if c[0] in ("claimed", "renounced")]
+    epoch = claims[0][2]
+    assert claims[:2] == [("claimed", active, epoch), ("renounced", active, epoch, "crashed")]
+    assert claims[2][0] == "claimed" and claims[2][1] != active and claims[2][2] > epoch
+    assert ("topic", "create_topic", "t", None) in recorder.calls
+    assert ("topic", "create_topic", "t", "ok") in recorder.calls
+    images = {c[1] for c in recorder.calls if c[0] == "image"}
+    assert images == {1, 2, 3}
+    cluster.close()
+    kinds = [
+        e["kind"] for e in events(log, "controller_claimed") + events(log, "controller_renounced")
+    ]
+    assert kinds.count("controller_claimed") == 2 and kinds.count("controller_renounced") == 1
+    registered = events(log, "broker_registered")
+    assert sorted(e["details"]["broker"] for e in registered) == list(BROKERS)
+    assert all(e["node"] == active for e in registered)
+    unfenced = events(log, "broker_unfenced")
+    assert sorted(e["details"]["broker"] for e in unfenced) == list(BROKERS)
+    created = [
+        e for e in events(log, "partition_leader_changed") if e["details"]["previous_leader"] == -1
+    ]
+    assert sorted(e["details"]["partition"] for e in created) == [0, 1]
+    ops = [
+        e for e in events(log, "controller_op_completed") if e["details"]["op"] == "create_topic"
+    ]
+    assert [e["details"]["outcome"] for e in ops] == ["ok"]
+    assert ops[0]["node"] == active and ops[0]["latency_ms"] > 0
