@@ -145,7 +145,8 @@ def settle(run: ScenarioRun, cluster: Cluster, futures: Futures) -> None:
         broker = sim.brokers.broker(broker_id)
         if broker.isolated:
             cluster.heal_broker(broker_id)
-        if not broker.running:
+        if not broker.running or broker.want_shut_down:
+            # A controlled shutdown under way would leave the broker down: start it again.
             cluster.restart_broker(broker_id)
     if not run.await_(lambda: cluster.leader() is not None, SETTLE_MS, "a leader is elected"):
         return
