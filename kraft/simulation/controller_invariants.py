@@ -8,9 +8,9 @@ Names, as they appear in reports and in the event log:
                                content (:func:`~kraft.metadata.digest.image_digest`)
 ``broker_epoch_monotonic``     a broker's epoch in the committed images never decreases
 ``fenced_never_leads``         no partition leader in a committed image is a fenced or an
-                               unregistered broker (a broker in controlled shutdown may lead:
-                               Kafka moves its leaderships away, but a partition with no other
-                               replica in its ISR keeps it until the broker is fenced)
+                               unregistered broker (one in controlled shutdown may lead: Kafka
+                               writes its registration change before its leadership moves, in
+                               a write that may span batches; fencing moves leaders first)
 ``partition_epochs_monotonic`` a partition's leader epoch and partition epoch never go back
                                while its topic exists
 ``acked_topic_durable``        a topic whose creation was acknowledged is in the highest
