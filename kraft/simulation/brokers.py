@@ -9,7 +9,8 @@ heartbeats every :data:`HEARTBEAT_INTERVAL_MS` to the node it believes is the ac
 controller, reporting as its metadata offset the offset of that node's image (it "reads" the
 log there). NOT_CONTROLLER sends the next request to the leader the answer names, or to the
 next node; a request with no answer in :data:`REQUEST_TIMEOUT_MS` was lost, and the next goes
-to the next node; STALE_BROKER_EPOCH or an unknown broker makes it register again.
+to the next node; STALE_BROKER_EPOCH (a stale epoch, or a registration the controller does not
+know) makes it register again.
 
 A crashed broker sends nothing (its session runs out and the controller fences it); a
 restarted one registers with a new incarnation id; a broker in controlled shutdown heartbeats
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kraft.controller.errors import NotControllerError
@@ -35,7 +37,9 @@ from kraft.protocol.errors import Errors
 from kraft.simulation.errors import SimulationError
 
 if TYPE_CHECKING:
+    from kraft.controller.quorum_controller import QuorumController
     from kraft.simulation.controller import ControllerSim
+    from kraft.simulation.node import SimNode
 
 __all__ = [
     "BROKER_ID_BASE",
@@ -205,13 +209,13 @@ class BrokerFleet:
         )
 
     def _register(
-        self, node: Any, controller: Any, broker: SimBroker
+        self, node: SimNode, controller: QuorumController, broker: SimBroker
     ) -> concurrent.futures.Future[Any]:
         request = broker.registration(self._sim.config.cluster_id)
-        return controller.register_broker(request, timeout_ms=REQUEST_TIMEOUT_MS)  # type: ignore[no-any-return]
+        return controller.register_broker(request, timeout_ms=REQUEST_TIMEOUT_MS)
 
     def _heartbeat(
-        self, node: Any, controller: Any, broker: SimBroker
+        self, node: SimNode, controller: QuorumController, broker: SimBroker
     ) -> concurrent.futures.Future[Any]:
         image = node.image
         request = BrokerHeartbeatRequest(
@@ -220,9 +224,14 @@ class BrokerFleet:
             current_metadata_offset=-1 if image is None else image.provenance.offset,
             want_shut_down=broker.want_shut_down,
         )
-        return controller.process_broker_heartbeat(request, timeout_ms=REQUEST_TIMEOUT_MS)  # type: ignore[no-any-return]
+        return controller.process_broker_heartbeat(request, timeout_ms=REQUEST_TIMEOUT_MS)
 
-    def _send(self, broker: SimBroker, kind: str, make: Any) -> None:
+    def _send(
+        self,
+        broker: SimBroker,
+        kind: str,
+        make: Callable[[SimNode, QuorumController, SimBroker], concurrent.futures.Future[Any]],
+    ) -> None:
         cluster = self._sim.cluster
         sent_at = cluster.clock.now_ms()
         generation, seq, node_id = broker.generation, broker.request_seq, broker.target
@@ -268,7 +277,11 @@ class BrokerFleet:
                 self._next_target(broker)
             return
         if error is not None:
-            if isinstance(error, ControllerApiError) and error.error_code in _REGISTER_AGAIN:
+            # The controller answers an unknown broker's heartbeat so too.
+            if (
+                isinstance(error, ControllerApiError)
+                and error.error_code == Errors.STALE_BROKER_EPOCH
+            ):
                 broker.epoch = -1
                 broker.fenced = True
             return  # the next tick tries again
@@ -286,12 +299,6 @@ class BrokerFleet:
         broker.fenced = reply.is_fenced
         if broker.want_shut_down and reply.should_shut_down:
             self.crash(broker)  # the controlled shutdown is over: the process exits
-
-
-#: Heartbeat errors after which a broker registers again.
-_REGISTER_AGAIN = frozenset(
-    int(e) for e in (Errors.STALE_BROKER_EPOCH, Errors.BROKER_ID_NOT_REGISTERED)
-)
 
 
 def _error_name(error: BaseException) -> str:

@@ -438,19 +438,16 @@ class ControllerSim:
                         node_id, None, ControllerApiError(Errors.REQUEST_TIMED_OUT, str(error))
                     )
 
-            self.send(
-                ADMIN_ID,
-                node_id,
-                lambda _node, controller: invoke(controller),
-                on_answer,
-            )
-            cluster.call_at(
-                start + CONTROLLER_CALL_TIMEOUT_MS,
-                lambda: complete(
-                    node_id, None, ControllerApiError(Errors.REQUEST_TIMED_OUT, "no answer")
-                ),
-            )
+            asked[0] = node_id
+            self.send(ADMIN_ID, node_id, lambda _node, controller: invoke(controller), on_answer)
 
+        asked = [-1]  # the node the latest attempt went to
+        cluster.call_at(
+            start + CONTROLLER_CALL_TIMEOUT_MS,
+            lambda: complete(
+                asked[0], None, ControllerApiError(Errors.REQUEST_TIMED_OUT, "no answer")
+            ),
+        )
         attempt(cluster.leader(), True)
         return outer
 

@@ -3,6 +3,8 @@ store, a :class:`~kraft.raft.memory_channel.MemoryChannel` (the cluster routes w
 holds after each poll), and its state machines: the replicated counter and, beside it, the
 key-value map of the kv workload (:class:`~kraft.kv.KvStateMachine`), both in one listener so
 that one snapshot holds both.
+In a controller cluster the node runs a ``QuorumController`` and a ``MetadataLoader`` instead
+(:mod:`kraft.simulation.controller`).
 
 The log and the store are the node's *disk*: they outlive the client. A kill drops the client
 and crashes the log (losing what was not flushed); a restart builds a new client over the same

@@ -304,3 +304,33 @@ def test_observers_hear_images_claims_renounces_and_topic_operations(tmp_path: P
     ]
     assert [e["details"]["outcome"] for e in ops] == ["ok"]
     assert ops[0]["node"] == active and ops[0]["latency_ms"] > 0
+
+
+def test_a_controller_write_wakes_its_node_at_once(tmp_path: Path) -> None:
+    # A lone voter has no follower fetching to wake it: the controller's append must.
+    log = tmp_path / "events.jsonl"
+    cluster = Cluster(1, voters=1, controller=True, brokers=1, event_log=log)
+    assert cluster.run_until(lambda: all_unfenced(cluster, (101,)), 30_000)
+    for name in ("a", "b", "c"):
+        result(cluster, cluster.create_topic(name, 1, 1))
+    cluster.close()
+    latencies = [e["latency_ms"] for e in events(log, "controller_op_completed")]
+    # Two trips of 1-5 ms and the append linger: no wait for a poll that happens to come.
+    assert len(latencies) >= 4 and max(latencies) <= 100
+
+
+def test_a_broker_the_controller_forgot_registers_again() -> None:
+    cluster = ready(8)
+    node = cluster.nodes[cluster.leader() or 1]
+    assert node.controller is not None and node.image is not None
+    epoch = node.image.brokers[101].epoch
+    forgotten = node.controller.unregister_broker(101)
+    assert cluster.controller_sim is not None
+    cluster.controller_sim.run(node)  # the call queued an event: run it as the cluster would
+    assert cluster.run_until(forgotten.done, 5_000)
+    # Its next heartbeat meets STALE_BROKER_EPOCH: it registers again, and is unfenced again.
+    assert cluster.run_until(
+        lambda: 101 in node.image.brokers and node.image.brokers[101].epoch > epoch,  # type: ignore[union-attr]
+        10_000,
+    )
+    assert cluster.run_until(lambda: all_unfenced(cluster), 10_000)

@@ -23,6 +23,7 @@ DETAILS: dict[str, list[set[str]] | None] = {
     "run_started": [
         {"voters", "observers", "config"},
         {"voters", "observers", "kraft_version", "config"},
+        {"voters", "observers", "brokers", "config"},
     ],
     "run_finished": [{"violations", "events", "faults"}],
     "node_started": [{"incarnation"}],
@@ -37,7 +38,10 @@ DETAILS: dict[str, list[set[str]] | None] = {
     "append_refused": None,
     "batch_committed": None,
     "snapshot_created": [{"snapshot_epoch", "value", "log_start_offset"}],
-    "snapshot_loaded": [{"snapshot_epoch", "value", "log_start_offset"}],
+    "snapshot_loaded": [
+        {"snapshot_epoch", "value", "log_start_offset"},
+        {"snapshot_epoch", "log_start_offset"},  # a controller cluster's
+    ],
     "fault_injected": None,  # checked by FAULT_DETAILS
     "fault_healed": [{"fault", "targets"}],
     "fault_suppressed": None,  # checked by FAULT_DETAILS
@@ -58,6 +62,23 @@ DETAILS: dict[str, list[set[str]] | None] = {
         {"client", "op", "key", "outcome", "swapped"},
         {"client", "op", "key", "outcome", "error"},
     ],
+    "controller_claimed": None,
+    "controller_renounced": [{"reason"}],
+    "broker_registered": [{"broker", "broker_epoch"}],
+    "broker_fenced": [{"broker", "broker_epoch"}],
+    "broker_unfenced": [{"broker", "broker_epoch"}],
+    "partition_leader_changed": [
+        {
+            "topic",
+            "partition",
+            "leader",
+            "previous_leader",
+            "leader_epoch",
+            "partition_epoch",
+            "isr",
+        }
+    ],
+    "controller_op_completed": [{"op", "outcome"}, {"op", "topic", "outcome"}],
 }
 FAULT_DETAILS = {
     "partition": {"groups"},
@@ -75,6 +96,11 @@ FAULT_DETAILS = {
     "corrupt_snapshot": {"snapshot_offset", "snapshot_epoch", "position", "mask"},
     "lose_next_flush": set(),
     "misdirect_next_append": {"onto_offset"},
+    "broker_crash": set(),
+    "broker_restart": set(),
+    "broker_shutdown": set(),
+    "broker_isolate": set(),
+    "broker_heal": set(),
 }
 DROP_REASONS = {
     "lost",
@@ -205,6 +231,35 @@ def test_each_kind_carries_its_documented_details(
     run_log: tuple[Cluster, Path, list[Event]],
 ) -> None:
     _, _, events = run_log
+    _check_details(events)
+
+
+def test_a_controller_run_carries_the_documented_details(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    cluster = Cluster(seed=3, voters=3, controller=True, brokers=3, event_log=path)
+    cluster.run_for(5_000)
+    cluster.create_topic("t", 3, 3)
+    cluster.create_topic("t", 1, 1)  # TOPIC_ALREADY_EXISTS
+    cluster.run_for(2_000)
+    cluster.delete_topic("t")
+    cluster.crash_broker(101)
+    cluster.shutdown_broker(102)
+    cluster.isolate_broker(103)
+    cluster.run_for(30_000)
+    cluster.restart_broker(101)
+    cluster.heal_broker(103)
+    cluster.restart(cluster.leader() or 1)
+    cluster.run_for(10_000)
+    assert cluster.validate() == []
+    cluster.close()
+    events = read_events(path)
+    _check_details(events)
+    kinds = {e.kind for e in events}
+    assert {k for k in KINDS if k.startswith(("controller_", "broker_", "partition_"))} <= kinds
+    assert "snapshot_loaded" in kinds
+
+
+def _check_details(events: list[Event]) -> None:
     for event in events:
         if event.kind in ("fault_injected", "fault_suppressed"):
             assert event.details is not None
