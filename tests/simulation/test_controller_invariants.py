@@ -6,11 +6,12 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 
+import msgspec
 import pytest
 
 from kraft.controller.state_view import MetadataState
 from kraft.metadata.delta import MetadataDelta
-from kraft.metadata.image import MetadataImage, MetadataProvenance
+from kraft.metadata.image import MetadataImage, MetadataProvenance, read_only
 from kraft.metadata.records import (
     BrokerEndpoint,
     BrokerRegistrationChangeRecord,
@@ -22,7 +23,7 @@ from kraft.metadata.records import (
     TopicRecord,
     UnregisterBrokerRecord,
 )
-from kraft.simulation import INVARIANTS
+from kraft.simulation import INVARIANTS, Cluster
 from kraft.simulation.controller_invariants import CONTROLLER_INVARIANTS, ControllerInvariants
 
 T1 = uuid.UUID(int=0x11)
@@ -217,3 +218,31 @@ def test_a_renounced_controller_holds_the_committed_state(checks, problems) -> N
     # No image at that offset is known any more: nothing to compare with.
     checks.on_renounce(2, 7, MetadataState.of_image(uncommitted))
     assert (len(problems), checks.reverts_unchecked) == (1, 1)
+
+
+def test_a_controller_cluster_checks_every_renounce_and_acknowledgement() -> None:
+    cluster = Cluster(3, voters=3, controller=True, brokers=3)
+    invariants = cluster.controller_sim.invariants  # type: ignore[union-attr]
+
+    def unfenced() -> bool:
+        leader = cluster.leader()
+        image = None if leader is None else cluster.node(leader).image
+        return image is not None and all(
+            b in image.brokers and not image.brokers[b].fenced for b in cluster.broker_ids
+        )
+
+    assert cluster.run_until(unfenced, 30_000)
+    created = cluster.create_topic("t", 2, 3)
+    assert cluster.run_until(created.done, 40_000)
+    created.result(timeout=0)
+    old = cluster.resign()
+    assert cluster.run_until(lambda: cluster.leader() not in (None, old), 30_000)
+    assert (invariants.reverts_checked, invariants.reverts_unchecked) == (1, 0)
+    # The acknowledged topic is now checked against every image: lose it from one.
+    node = cluster.node(cluster.leader())  # type: ignore[arg-type]
+    assert node.image is not None
+    without = msgspec.structs.replace(node.image, topics=read_only({}))
+    cluster.stop_on_violation = False
+    invariants.image_published(node.node_id, without)
+    cluster.run_for(500)  # the checker turns reports into violations after the next event
+    assert "acked_topic_durable" in {v.invariant for v in cluster.violations}
