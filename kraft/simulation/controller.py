@@ -128,12 +128,18 @@ class _Cluster(Protocol):
 
 class CommitReporter(Listener[ApiMessageAndVersion]):
     """Hands every committed batch to the cluster (``committed_data``, ``listener_data``,
-    ``batch_committed``), as the counter does in counter mode, and checks ``listener_order``."""
+    ``batch_committed``), as the counter does in counter mode, and checks ``listener_order``.
+    It also logs the snapshots the node's loader writes and those the node is handed.
+
+    Registered after the loader, it is handed each batch after the loader was: a snapshot
+    that ends within what it was handed, and that no load brought, is one the loader wrote."""
 
     def __init__(self, node: SimNode, cluster: _Cluster) -> None:
         self._node = node
         self._cluster = cluster
         self.last_offset = -1
+        #: The latest snapshot logged (or on the disk at the start).
+        self._snapshot_seen = node.log.latest_snapshot_id
 
     def handle_commit(self, reader: BatchReader[ApiMessageAndVersion]) -> None:
         node_id = self._node.node_id
@@ -148,15 +154,27 @@ class CommitReporter(Listener[ApiMessageAndVersion]):
                     )
                 self.last_offset = batch.last_offset
                 self._cluster._on_commit(self._node, batch, None)
+        latest = self._node.log.latest_snapshot_id
+        if (
+            latest is not None
+            and latest != self._snapshot_seen
+            and latest.offset - 1 <= self.last_offset
+        ):
+            self._snapshot_seen = latest
+            self._snapshot("snapshot_created", latest)
 
     def handle_load_snapshot(self, reader: SnapshotReaderLike[ApiMessageAndVersion]) -> None:
         snapshot_id: OffsetAndEpoch = reader.snapshot_id
         reader.close()
         self.last_offset = snapshot_id.offset - 1
+        self._snapshot_seen = snapshot_id
+        self._snapshot("snapshot_loaded", snapshot_id)
+
+    def _snapshot(self, kind: str, snapshot_id: OffsetAndEpoch) -> None:
         node = self._node
         self._cluster._emit_node(
             node,
-            "snapshot_loaded",
+            kind,
             offset=snapshot_id.offset,
             details={
                 "snapshot_epoch": snapshot_id.epoch,
