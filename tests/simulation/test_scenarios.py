@@ -18,7 +18,7 @@ from kraft.simulation.scenario import RunResult, load_scenarios, run_scenario
 
 SIMULATIONS = Path(__file__).resolve().parents[2] / "simulations"
 
-#: Seeds per scenario in ``make test`` (375 runs; a chaos, storm or long_follower_isolation run
+#: Seeds per scenario in ``make test`` (390 runs; a chaos, storm or long_follower_isolation run
 #: takes 1-7 s, the others 0.05-0.5 s), and how many one test runs.
 CI_SEEDS = {
     "initial_election": 60,
