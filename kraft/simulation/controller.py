@@ -51,6 +51,7 @@ from kraft.raft.state_machine import SnapshotPolicy
 from kraft.record.offsets import OffsetAndEpoch
 from kraft.simulation.admin import ADMIN_ID
 from kraft.simulation.brokers import BrokerFleet
+from kraft.simulation.controller_invariants import SimControllerInvariants
 from kraft.simulation.errors import SimulationError
 from kraft.simulation.events import Event
 from kraft.simulation.invariants import InvariantChecker
@@ -207,6 +208,8 @@ class ControllerSim:
         #: The latest committed image any node published: what the controller events diff.
         self._frontier = MetadataImage.EMPTY
         self.brokers = BrokerFleet(self, brokers)
+        self.invariants = SimControllerInvariants(cluster)
+        self.observe(self.invariants)
         cluster.call_at(cluster.clock.now_ms(), self.brokers.start_all)
 
     @property

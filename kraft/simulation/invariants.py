@@ -76,6 +76,7 @@ from kraft.raft.states import ReplicaKey
 from kraft.raft.voter_set import VoterSet
 from kraft.record.offsets import OffsetAndEpoch
 from kraft.record.serde import RecordSerde
+from kraft.simulation.controller_invariants import CONTROLLER_INVARIANTS
 from kraft.simulation.network import SimNetwork
 from kraft.simulation.node import SimNode, SimSerde, top_leader
 from kraft.simulation.voters import VoterChecks
@@ -105,6 +106,7 @@ INVARIANTS = (
     "voters_durable",
     "removed_never_leads",
     "linearizable",
+    *CONTROLLER_INVARIANTS,
 )
 
 #: How long a healthy, connected majority may go without committing anything new while the

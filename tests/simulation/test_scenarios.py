@@ -18,7 +18,7 @@ from kraft.simulation.scenario import RunResult, load_scenarios, run_scenario
 
 SIMULATIONS = Path(__file__).resolve().parents[2] / "simulations"
 
-#: Seeds per scenario in ``make test`` (375 runs; a chaos, storm or long_follower_isolation run
+#: Seeds per scenario in ``make test`` (390 runs; a chaos, storm or long_follower_isolation run
 #: takes 1-7 s, the others 0.05-0.5 s), and how many one test runs.
 CI_SEEDS = {
     "initial_election": 60,
@@ -54,6 +54,10 @@ CI_SEEDS = {
     "kv_crashes": 0,
     "kv_leader_transfers": 0,
     "kv_nemesis": 0,
+    # The controller (1-2 s each): 200 seeds each by kraft sim sweep, see simulations/README.md.
+    "controller-broker-churn": 5,
+    "controller-failover-storm": 5,
+    "controller-fenced-partitions": 5,
 }
 CI_BLOCK = 10
 #: Seeds per scenario in ``make test-slow`` (from ``SLOW_FIRST_SEED``), per test.
@@ -128,7 +132,14 @@ def test_scenario_many_seeds(name: str, start: int, stop: int) -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "seed"), [("chaos", 3), ("lossy_network", 5), ("bitrot", 4), ("corrupt_snapshots", 2)]
+    ("name", "seed"),
+    [
+        ("chaos", 3),
+        ("lossy_network", 5),
+        ("bitrot", 4),
+        ("corrupt_snapshots", 2),
+        ("controller-failover-storm", 2),
+    ],
 )
 def test_a_seed_replays_byte_for_byte(name: str, seed: int, tmp_path: Path) -> None:
     first = run_scenario(name, seed, tmp_path / "first", scenario_dir=SIMULATIONS)
