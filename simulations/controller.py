@@ -169,7 +169,7 @@ def settle(run: ScenarioRun, cluster: Cluster, futures: Futures) -> None:
     )
 
 
-@scenario("controller-broker-churn")
+@scenario("controller_broker_churn")
 def broker_churn(run: ScenarioRun) -> None:
     """Brokers crash, restart, shut down in a controlled way and are cut off, every 2-8 s for
     40-60 s, while topics are created and deleted; then all come back.
@@ -210,7 +210,7 @@ def leader_topics(cluster: Cluster) -> list[str]:
     return [] if image is None else sorted(image.topics)
 
 
-@scenario("controller-failover-storm")
+@scenario("controller_failover_storm")
 def failover_storm(run: ScenarioRun) -> None:
     """A topic creation storm (and producer id allocations) while the active controller is
     killed, restarted, cut off or made to resign every 3-8 s for 30-45 s.
@@ -244,7 +244,7 @@ def failover_storm(run: ScenarioRun) -> None:
     settle(run, cluster, futures)
 
 
-@scenario("controller-fenced-partitions")
+@scenario("controller_fenced_partitions")
 def fenced_partitions(run: ScenarioRun) -> None:
     """Brokers crash (one or two at a time, never all): each is fenced once its session runs
     out and its partitions get other leaders, or none; back, it is unfenced and leads again.

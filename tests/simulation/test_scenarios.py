@@ -55,9 +55,9 @@ CI_SEEDS = {
     "kv_leader_transfers": 0,
     "kv_nemesis": 0,
     # The controller (1-2 s each): 200 seeds each by kraft sim sweep, see simulations/README.md.
-    "controller-broker-churn": 5,
-    "controller-failover-storm": 5,
-    "controller-fenced-partitions": 5,
+    "controller_broker_churn": 5,
+    "controller_failover_storm": 5,
+    "controller_fenced_partitions": 5,
 }
 CI_BLOCK = 10
 #: Seeds per scenario in ``make test-slow`` (from ``SLOW_FIRST_SEED``), per test.
@@ -138,7 +138,7 @@ def test_scenario_many_seeds(name: str, start: int, stop: int) -> None:
         ("lossy_network", 5),
         ("bitrot", 4),
         ("corrupt_snapshots", 2),
-        ("controller-failover-storm", 2),
+        ("controller_failover_storm", 2),
     ],
 )
 def test_a_seed_replays_byte_for_byte(name: str, seed: int, tmp_path: Path) -> None:
