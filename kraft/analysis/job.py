@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kraft.analysis import metrics, safety
+from kraft.analysis import controller, metrics, safety
 from kraft.analysis.events import analysed, load_events, project, with_details
 from kraft.analysis.report import SUMMARY_COLUMNS, ReportData, format_table, write_report
 from kraft.analysis.session import DEFAULT_MASTER, SparkUnavailableError, spark_session
@@ -44,6 +44,7 @@ TABLES: dict[str, str] = {
     "scenario_parameters": "what a scenario's runs were given: shape, links, faults by kind",
     "by_cluster_size": "elections, latency and throughput by number of voters",
     "violations": "one safety violation found in the logs",
+    "controller": "controller metrics by scenario, metric and call (empty without a controller)",
 }
 
 #: How many rows of violations and windows the report lists.
@@ -192,6 +193,7 @@ def analyze(
         "by_cluster_size": metrics.by_cluster_size(table),
         "scenario_parameters": metrics.scenario_parameters(events),
         "violations": violations,
+        "controller": controller.controller_summary(events),
     }
     step(f"writing Parquet tables to {tables_dir}")
     for name, frame in frames.items():
@@ -221,6 +223,7 @@ def analyze(
         violations=_rows(read["violations"].orderBy("run_id", "time_ms", "check").limit(_LISTED)),
         election_histogram=_rows(metrics.election_histogram(read["elections"])),
         commit_cdf=_rows(metrics.commit_latency_cdf(batches)),
+        controller=_rows(read["controller"].orderBy("scenario", "metric", "op")),
         timeline_run=chosen,
         timeline=timeline,
         timeline_faults=timeline_faults,
