@@ -9,6 +9,8 @@ computes everything as DataFrame code, so the same job runs on embedded local Sp
 - :mod:`kraft.analysis.events` — the schema and the reader (JSON Lines or Parquet);
 - :mod:`kraft.analysis.metrics` — elections, fault recovery, unavailability, commit latency,
   throughput, per run and by scenario, cluster size and fault kind;
+- :mod:`kraft.analysis.controller` — a controller cluster's fencing, partition leader
+  elections, write latency and failovers;
 - :mod:`kraft.analysis.safety` — Raft's safety properties re-checked across nodes;
 - :mod:`kraft.analysis.report` — Parquet tables, PNG plots and ``report.md``;
 - :mod:`kraft.analysis.job` — the whole job: ``kraft analyze`` and the ``spark-submit`` entry.

@@ -96,6 +96,17 @@ _DETAILS_DDL = ", ".join(
         "snapshot_epoch: INT",
         "value: BIGINT",
         "log_start_offset: BIGINT",
+        # broker_registered, broker_fenced, broker_unfenced, partition_leader_changed,
+        # controller_op_completed (and `op`, `outcome`, above)
+        "broker: INT",
+        "broker_epoch: BIGINT",
+        "topic: STRING",
+        "`partition`: INT",
+        "leader: INT",
+        "previous_leader: INT",
+        "leader_epoch: INT",
+        "partition_epoch: INT",
+        "isr: ARRAY<INT>",
     ]
 )
 
@@ -248,10 +259,23 @@ _FLAT_DETAILS = (
         "config.network",
         "STRUCT<latency_ms: ARRAY<BIGINT>, `drop`: DOUBLE, duplicate: DOUBLE, reorder: DOUBLE>",
     ),
+    ("details_broker", "broker", "INT"),
+    ("details_topic", "topic", "STRING"),
+    ("details_partition", "partition", "INT"),
+    ("details_leader", "leader", "INT"),
+    ("details_op", "op", "STRING"),
+    ("details_outcome", "outcome", "STRING"),
 )
 
 #: The kinds whose ``details`` the analysis reads; :func:`project` leaves the others' null.
-_DETAILS_KINDS = ("run_started", "state_changed", "fault_injected")
+_DETAILS_KINDS = (
+    "run_started",
+    "state_changed",
+    "fault_injected",
+    "broker_fenced",
+    "partition_leader_changed",
+    "controller_op_completed",
+)
 
 #: The kinds the metrics and the safety checks read, beyond the per-run counts of
 #: :func:`kraft.analysis.metrics.run_info` (which count every event): a quarter of a log
@@ -263,6 +287,12 @@ ANALYSED_KINDS = (
     "append_refused",
     "batch_committed",
     "fault_injected",
+    # The controller's (kraft.analysis.controller): few, in controller clusters only.
+    "controller_claimed",
+    "controller_renounced",
+    "broker_fenced",
+    "partition_leader_changed",
+    "controller_op_completed",
 )
 
 #: The top-level columns the analysis reads.

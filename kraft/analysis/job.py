@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kraft.analysis import metrics, safety
+from kraft.analysis import controller, metrics, safety
 from kraft.analysis.events import analysed, load_events, project, with_details
 from kraft.analysis.report import SUMMARY_COLUMNS, ReportData, format_table, write_report
 from kraft.analysis.session import DEFAULT_MASTER, SparkUnavailableError, spark_session
@@ -44,6 +44,7 @@ TABLES: dict[str, str] = {
     "scenario_parameters": "what a scenario's runs were given: shape, links, faults by kind",
     "by_cluster_size": "elections, latency and throughput by number of voters",
     "violations": "one safety violation found in the logs",
+    "controller": "controller metrics by scenario, metric and call (empty without a controller)",
 }
 
 #: How many rows of violations and windows the report lists.
@@ -137,6 +138,8 @@ def analyze(
 
     Raises ``FileNotFoundError`` when a local ``source`` holds no event log.
     """
+    from pyspark.sql import functions as sf
+
     say = progress or (lambda _message: None)
     started = time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -156,7 +159,8 @@ def analyze(
     # then it goes, and every later pass reads the smaller one.
     everything = project(raw).cache()
     runs = metrics.run_info(with_details(everything)).cache()
-    total = int(runs.agg({"events": "sum"}).first()[0] or 0)
+    counts = runs.agg(sf.sum("events").alias("events"), sf.count(sf.lit(1)).alias("runs")).first()
+    total, run_count = int(counts["events"] or 0), int(counts["runs"])
     cached = analysed(everything).cache()
     cached.count()
     everything.unpersist()
@@ -168,7 +172,6 @@ def analyze(
     windows = metrics.unavailability(events, min_gap_ms).cache()
     batches = metrics.committed_batches(events, runs).cache()
     table = metrics.run_table(runs, elections, windows, batches, recoveries).cache()
-    run_count = table.count()
     step(f"{run_count} runs; checking safety across nodes")
     violations = safety.violations(events).cache()
     violation_counts = {
@@ -192,14 +195,19 @@ def analyze(
         "by_cluster_size": metrics.by_cluster_size(table),
         "scenario_parameters": metrics.scenario_parameters(events),
         "violations": violations,
+        "controller": controller.controller_summary(events),
     }
+    # The aggregates are computed once, into the cache, collected from it for the report and
+    # written from it: no Spark job reads a table back, and the report's order (each table's
+    # key is unique) is set here, not by a distributed sort.
+    small = {name: frames[name].cache() for name in _COLLECTED}
+    collected = {name: _sorted(_rows(frame), _COLLECTED[name]) for name, frame in small.items()}
     step(f"writing Parquet tables to {tables_dir}")
     for name, frame in frames.items():
-        frame.write.mode("overwrite").parquet(str(tables_dir / name))
+        small.get(name, frame).write.mode("overwrite").parquet(str(tables_dir / name))
 
     step("collecting the aggregates and drawing the plots")
-    read = {name: spark.read.parquet(str(tables_dir / name)) for name in frames}
-    chosen = timeline_run or _most_eventful_run(read["runs"])
+    chosen = timeline_run or _most_eventful_run(table)
     timeline, timeline_faults = _timeline(events, chosen) if chosen else ([], [])
     data = ReportData(
         source=source,
@@ -207,20 +215,19 @@ def analyze(
         runs=run_count,
         events=total,
         elapsed_s=0.0,
-        by_scenario=_rows(read["by_scenario"].orderBy("scenario")),
-        scenario_parameters=_rows(read["scenario_parameters"].orderBy("scenario")),
-        by_cluster_size=_rows(read["by_cluster_size"].orderBy("voters")),
-        commit_latency=_rows(read["commit_latency"].orderBy("scenario", "voters", "scope")),
-        recovery_by_fault=_rows(read["recovery_by_fault"].orderBy("fault")),
+        by_scenario=collected["by_scenario"],
+        scenario_parameters=collected["scenario_parameters"],
+        by_cluster_size=collected["by_cluster_size"],
+        commit_latency=collected["commit_latency"],
+        recovery_by_fault=collected["recovery_by_fault"],
         longest_windows=_rows(
-            read["unavailability"]
-            .orderBy(read["unavailability"]["duration_ms"].desc(), "run_id")
-            .limit(_LISTED)
+            windows.orderBy(windows["duration_ms"].desc(), "run_id").limit(_LISTED)
         ),
         violation_counts=violation_counts,
-        violations=_rows(read["violations"].orderBy("run_id", "time_ms", "check").limit(_LISTED)),
-        election_histogram=_rows(metrics.election_histogram(read["elections"])),
+        violations=_rows(violations.orderBy("run_id", "time_ms", "check").limit(_LISTED)),
+        election_histogram=_rows(metrics.election_histogram(elections)),
         commit_cdf=_rows(metrics.commit_latency_cdf(batches)),
+        controller=collected["controller"],
         timeline_run=chosen,
         timeline=timeline,
         timeline_faults=timeline_faults,
@@ -229,6 +236,8 @@ def analyze(
     data.elapsed_s = time.perf_counter() - started
     report = write_report(data, out_dir)
     for frame in (cached, runs, elections, recoveries, windows, batches, table, violations):
+        frame.unpersist()
+    for frame in small.values():
         frame.unpersist()
     elapsed = time.perf_counter() - started
     step(f"done: {report}")
@@ -242,6 +251,22 @@ def analyze(
     )
 
 
+#: The aggregated tables the report shows whole, by the key (unique in each) it lists them by.
+_COLLECTED: dict[str, tuple[str, ...]] = {
+    "commit_latency": ("scenario", "voters", "scope"),
+    "recovery_by_fault": ("fault",),
+    "by_scenario": ("scenario",),
+    "scenario_parameters": ("scenario",),
+    "by_cluster_size": ("voters",),
+    "controller": ("scenario", "metric", "op"),
+}
+
+
+def _sorted(rows: list[dict[str, Any]], keys: Sequence[str]) -> list[dict[str, Any]]:
+    """``rows`` in the order of Spark's ``orderBy(*keys)``: ascending, nulls first."""
+    return sorted(rows, key=lambda row: [(row[k] is not None, row[k]) for k in keys])
+
+
 def _most_eventful_run(runs: Any) -> str | None:
     first = runs.orderBy(runs["elections"].desc(), runs["faults"].desc(), "run_id").first()
     return None if first is None else str(first["run_id"])
@@ -252,17 +277,12 @@ def _timeline(events: Any, run_id: str) -> tuple[list[dict[str, Any]], list[dict
     from pyspark.sql import functions as sf
 
     one = events.where(sf.col("run_id") == run_id)
-    states = (
-        one.where(sf.col("kind") == "state_changed")
-        .select("seq", "time_ms", "node", "role")
-        .orderBy("seq")
+    states = one.where(sf.col("kind") == "state_changed").select("seq", "time_ms", "node", "role")
+    faults = one.where(sf.col("kind") == "fault_injected").select(
+        "seq", "time_ms", sf.col("details.fault").alias("fault")
     )
-    faults = (
-        one.where(sf.col("kind") == "fault_injected")
-        .select("seq", "time_ms", sf.col("details.fault").alias("fault"))
-        .orderBy("seq")
-    )
-    return _rows(states), _rows(faults)
+    # In seq order (unique within a run), sorted here: a few hundred rows need no Spark sort.
+    return _sorted(_rows(states), ("seq",)), _sorted(_rows(faults), ("seq",))
 
 
 def summary_text(result: AnalysisResult) -> str:

@@ -77,6 +77,8 @@ class ReportData:
     violations: Sequence[Row]
     election_histogram: Sequence[Row]
     commit_cdf: Sequence[Row]
+    #: :func:`kraft.analysis.controller.controller_summary` (empty: no controller events).
+    controller: Sequence[Row]
     timeline_run: str | None = None
     timeline: Sequence[Row] = ()
     timeline_faults: Sequence[Row] = ()
@@ -339,6 +341,60 @@ _WINDOW_COLUMNS = {
     "attempts": "appends tried",
     "open": "run ended in it",
 }
+#: The controller section's tables: metric, (what it measures, the column of events, the
+#: column of measured ones). Definitions: kraft.analysis.controller.
+_CONTROLLER_TABLES = {
+    "time_to_fence": (
+        "Time to fence: from a broker's crash to its `broker_fenced` (not measured when it "
+        "restarted first)",
+        "crashes",
+        "fenced",
+    ),
+    "leader_election": (
+        "Time to elect a partition leader: from a broker's crash or controlled shutdown to "
+        "another leader of each partition it led",
+        "partitions",
+        "re-led",
+    ),
+    "write_latency": (
+        "Controller write latency: from a call to its answer, by call (quantiles of the `ok` "
+        "answers)",
+        "calls",
+        "ok",
+    ),
+    "failover": (
+        "Controller failover: from a controller renouncing to the next one claiming",
+        "renounces",
+        "claimed again",
+    ),
+}
+
+
+def _controller_section(rows: Sequence[Row]) -> list[str]:
+    """The ``Controller`` section: one table per metric, or nothing for a log without
+    controller events."""
+    if not rows:
+        return []
+    out = ["## Controller\n", "Simulated ms, by scenario; definitions: docs/analysis.md.\n"]
+    for metric, (title, events, measured) in _CONTROLLER_TABLES.items():
+        columns = {"scenario": "scenario"}
+        if metric == "write_latency":
+            columns["op"] = "call"
+        columns |= {
+            "events": events,
+            "measured": measured,
+            "p50_ms": "p50 ms",
+            "p99_ms": "p99 ms",
+            "max_ms": "max ms",
+        }
+        chosen = [row for row in rows if row["metric"] == metric]
+        out += [
+            f"{title}:\n",
+            (markdown_table(chosen, columns) if chosen else "None.") + "\n",
+        ]
+    return out
+
+
 _VIOLATION_COLUMNS = {
     "check": "check",
     "run_id": "run",
@@ -422,6 +478,7 @@ def write_report(data: ReportData, out_dir: Path) -> Path:
         markdown_table(data.longest_windows, _WINDOW_COLUMNS) + "\n"
         if data.longest_windows
         else "None.\n",
+        *_controller_section(data.controller),
         "## Role timeline\n",
     ]
     if data.timeline_run is not None:

@@ -169,3 +169,83 @@ def golden_run(root: Path, scenario: str = "crafted", seed: int = 1) -> RunLog:
     run.commit(3400, 2, 12, epoch=2, latency_ms=50, checksum=checksum_of(12))
     run.commit(3402, 3, 12, epoch=2, latency_ms=52, checksum=checksum_of(12))
     return run
+
+
+def controller_run(root: Path, scenario: str = "controller", seed: int = 1) -> Path:
+    """A controller cluster's events (kraft.analysis.controller), answers known by
+    construction. Node 1 claims at 100 ms. Topic t: partitions 0 and 2 led by broker 101,
+    1 by 102; topic u: partition 0 led by 101. Controller calls: create_topic ok in 40 and
+    60 ms, one NOT_CONTROLLER, delete_topic of u ok in 30 ms (at 5000, before u got a new
+    leader: left out). Broker 101 crashes at 1000 (t/0 re-led by 101 in a new epoch at 1500:
+    no election), is fenced at 10000 (9000 ms), t/0 moves to 102 then (9000 ms), t/2 to no
+    leader then to 103 at 12000 (11000 ms). 101 restarts at 13000, crashes at 14000 and
+    restarts at 14500 before being fenced: the fencing at 24000 is another incarnation's. 103
+    shuts down at 16000: t/2 moves to 102 at 16050 (50 ms). Node 1 renounces at 17000, node 2
+    claims at 17300 (300 ms), renounces at 19000 and nobody claims. The run ends at 25000."""
+    run = RunLog(root, scenario, seed)
+    log = run.log
+
+    def claim(t: int, node: int, epoch: int, renounce: bool = False) -> None:
+        kind = "controller_renounced" if renounce else "controller_claimed"
+        log.emit(t, kind, node=node, epoch=epoch)
+
+    def lead(t: int, topic: str, partition: int, leader: int, previous: int, epoch: int) -> None:
+        log.emit(
+            t,
+            "partition_leader_changed",
+            node=1,
+            offset=t,
+            details={
+                "topic": topic,
+                "partition": partition,
+                "leader": leader,
+                "previous_leader": previous,
+                "leader_epoch": epoch,
+                "partition_epoch": epoch,
+                "isr": [] if leader < 0 else [leader],
+            },
+        )
+
+    def call(t: int, node: int, op: str, topic: str, latency_ms: int, outcome: str) -> None:
+        log.emit(
+            t,
+            "controller_op_completed",
+            node=node,
+            latency_ms=latency_ms,
+            details={"op": op, "topic": topic, "outcome": outcome},
+        )
+
+    def fenced(t: int, broker: int) -> None:
+        log.emit(
+            t, "broker_fenced", node=1, offset=t, details={"broker": broker, "broker_epoch": 1}
+        )
+
+    claim(100, 1, 1)
+    for broker in (101, 102, 103):
+        log.emit(
+            200, "broker_registered", node=1, details={"broker": broker, "broker_epoch": broker}
+        )
+    lead(500, "t", 0, 101, -1, 0)
+    lead(500, "t", 1, 102, -1, 0)
+    lead(500, "t", 2, 101, -1, 0)
+    call(550, 1, "create_topic", "t", 40, "ok")
+    lead(600, "u", 0, 101, -1, 0)
+    call(610, 1, "create_topic", "u", 60, "ok")
+    call(700, 2, "create_topic", "v", 5, "NOT_CONTROLLER")
+    run.fault(1000, "broker_crash", [101])
+    lead(1500, "t", 0, 101, 101, 1)
+    call(5000, 1, "delete_topic", "u", 30, "ok")
+    fenced(10000, 101)
+    lead(10000, "t", 0, 102, 101, 2)
+    lead(10000, "t", 2, -1, 101, 1)
+    lead(12000, "t", 2, 103, -1, 2)
+    run.fault(13000, "broker_restart", [101], index=1)
+    run.fault(14000, "broker_crash", [101], index=2)
+    run.fault(14500, "broker_restart", [101], index=3)
+    run.fault(16000, "broker_shutdown", [103], index=4)
+    lead(16050, "t", 2, 102, 103, 3)
+    claim(17000, 1, 1, renounce=True)
+    claim(17300, 2, 2)
+    claim(19000, 2, 2, renounce=True)
+    fenced(24000, 101)
+    return run.close(25000)

@@ -6,9 +6,10 @@ The input: a real sweep (scenarios x seeds, message events on), replicated under
 whole job (:func:`kraft.analysis.job.analyze`: metrics, safety checks, tables, plots, report)
 runs on the JSON Lines, then once more on the same events converted to Parquet. The Spark
 session is started (and warmed on the base sweep) before timing. Each timed analysis also
-reports how many Spark jobs and stages it ran (Spark's status tracker), and the output the
-load average (on a shared machine the figures move with it). Files go to ``--dir`` and are
-deleted at the end.
+reports how many Spark jobs and stages it ran (Spark's status tracker) and the CPU seconds the
+Spark JVM spent on it (``/proc``: unlike wall time, the load of a shared machine does not
+inflate it), and the output the load average (the wall-clock figures move with it). Files go
+to ``--dir`` and are deleted at the end.
 
 Run: ``.venv/bin/python tests/benchmarks/bench_analysis.py [--events N] [--master local[2]]``
 (``make bench`` runs it with 2 million events). Not collected by pytest.
@@ -55,12 +56,23 @@ def replicate(base: Path, out: Path, events: int) -> int:
     return written
 
 
+def jvm_cpu_s(spark: Any) -> float:
+    """The CPU seconds (user and system) the driver's JVM has used so far (Linux ``/proc``)."""
+    pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    # The fields after the command name (which may hold spaces): utime and stime are 14, 15.
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def counted(spark: Any, group: str, job: Callable[[], AnalysisResult]) -> dict[str, Any]:
-    """Run ``job`` as Spark job group ``group``: its time, events/s and how many Spark jobs
-    and stages it ran (stages whose shuffle output was reused, skipped, not counted)."""
+    """Run ``job`` as Spark job group ``group``: its time, events/s, the JVM's CPU seconds
+    and how many Spark jobs and stages it ran (stages whose shuffle output was reused,
+    skipped, not counted)."""
     context = spark.sparkContext
     context.setJobGroup(group, group)
+    cpu_before = jvm_cpu_s(spark)
     result = job()
+    jvm_cpu = jvm_cpu_s(spark) - cpu_before
     tracker = context.statusTracker()
     jobs = tracker.getJobIdsForGroup(group)
     infos = [tracker.getJobInfo(job_id) for job_id in jobs]
@@ -72,6 +84,7 @@ def counted(spark: Any, group: str, job: Callable[[], AnalysisResult]) -> dict[s
         "events": result.events,
         "spark_jobs": len(jobs),
         "spark_stages": len(ran),
+        "jvm_cpu_s": round(jvm_cpu, 1),
     }
 
 
@@ -132,7 +145,8 @@ def main() -> None:
         run = results[name]
         print(
             f"  {label:<10}  {run['s']:>7} s  {run['events_per_s']:>10,} events/s  "
-            f"{run['spark_jobs']} Spark jobs, {run['spark_stages']} stages"
+            f"{run['spark_jobs']} Spark jobs, {run['spark_stages']} stages, "
+            f"{run['jvm_cpu_s']} JVM CPU s"
         )
     print(
         f"  (converting JSON to Parquet and analysing: "
