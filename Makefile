@@ -16,12 +16,12 @@ $(VENV)/.installed: pyproject.toml
 
 # The main job: format a data directory, write a log, reopen (recover) it, dump it; run a
 # three-node quorum of real Raft clients in memory (election, replication, failover); then
-# sweep a catalogue of fault scenarios over tens of seeds, the replicated kv store's among them
-# (its histories checked for linearizability), as Spark tasks on local Spark (events in Parquet
-# under $(RUN_DIR)/sim/events) and analyse them (report in $(RUN_DIR)/report/report.md).
+# sweep a catalogue of fault scenarios over tens of seeds, the replicated kv store's (its
+# histories checked for linearizability) and the metadata controller's among them, as Spark
+# tasks on local Spark (events in Parquet under $(RUN_DIR)/sim/events) and analyse them (report in $(RUN_DIR)/report/report.md).
 RUN_SCENARIOS ?= leader_failure leader_partitioned_away lossy_network all_nodes_killed \
 	rolling_restarts asymmetric_partition remove_leader rolling_replacement kv_nemesis \
-	kv_leader_transfers
+	kv_leader_transfers controller_broker_churn controller_failover_storm
 RUN_SEEDS ?= 1-30
 run: install
 	$(PY) examples/storage_demo.py --dir $(RUN_DIR)/storage-demo
