@@ -104,10 +104,20 @@ class ClusterControlManager:
         ``now_ms`` (Kafka's ``activate``)."""
         self._heartbeats = BrokerHeartbeatManager(self._session_timeout_ms)
         for registration in self._registrations.values():
-            self._heartbeats.register(registration.id, registration.fenced, now_ms)
+            self._heartbeats.register(
+                registration.id, registration.epoch, registration.fenced, now_ms
+            )
 
     def deactivate(self) -> None:
         self._heartbeats = None
+
+    def track_broker_heartbeat(self, broker_id: int, epoch: int, now_ms: int) -> None:
+        """A heartbeat arrived (Kafka's ``trackBrokerHeartbeat``): called from any thread, it
+        reads ``_heartbeats`` once, as the queue's thread may swap it; a controller that is not
+        active records nothing (the queued heartbeat answers NOT_CONTROLLER)."""
+        heartbeats = self._heartbeats
+        if heartbeats is not None:
+            heartbeats.record_contact(broker_id, epoch, now_ms)
 
     @property
     def heartbeats(self) -> BrokerHeartbeatManager:
@@ -386,7 +396,7 @@ class ClusterControlManager:
         if self._heartbeats is not None:
             if previous is not None and previous.incarnation_id != record.incarnation_id:
                 self._heartbeats.remove(record.broker_id)
-            self._heartbeats.register(record.broker_id, record.fenced)
+            self._heartbeats.register(record.broker_id, record.broker_epoch, record.fenced)
         _log.info(
             "broker %d registered (incarnation %s, epoch %d, %s)",
             record.broker_id,
@@ -421,7 +431,7 @@ class ClusterControlManager:
             self._registrations.put(broker_id, changed)
             self._move_directories(broker_id, current.directories, changed.directories)
         if self._heartbeats is not None:
-            self._heartbeats.register(broker_id, changed.fenced)
+            self._heartbeats.register(broker_id, changed.epoch, changed.fenced)
 
     def _at_epoch(
         self, broker_id: int, epoch: int, record: BrokerChangeRecord, offset: int

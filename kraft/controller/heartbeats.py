@@ -5,6 +5,11 @@ when a controller becomes active (``ClusterControlManager.activate``), each regi
 getting a fresh session. A broker's session lasts ``broker.session.timeout.ms`` (9 s) from its
 last heartbeat; an unfenced broker whose session ran out is stale, and the controller fences it.
 
+A heartbeat counts from when it arrives, not from when the controller's queue gets to it
+(KAFKA-17793, Kafka's ``BrokerHeartbeatTracker``): :meth:`BrokerHeartbeatManager.record_contact`
+is called on the caller's thread before the heartbeat is queued, so that a queue busy with a
+burst of operations for longer than the session timeout does not fence healthy brokers.
+
 There is no clock here: every call that depends on time takes ``now_ms``.
 """
 
@@ -73,10 +78,12 @@ class UsableBroker:
 
 @dataclass(slots=True)
 class _Session:
-    """One broker's session. ``last_contact_ms`` ``None``: registered while the controller
-    was active but not heard from yet; the session starts at the next staleness check."""
+    """One broker's session at its registered ``epoch``. ``last_contact_ms`` ``None``:
+    registered while the controller was active but not heard from yet; the session starts at
+    the next staleness check."""
 
     broker_id: int
+    epoch: int
     fenced: bool = True
     last_contact_ms: int | None = None
     metadata_offset: int = -1
@@ -94,23 +101,30 @@ class BrokerHeartbeatManager:
     def __init__(self, session_timeout_ms: int = BROKER_SESSION_TIMEOUT_MS) -> None:
         self.session_timeout_ms = session_timeout_ms
         self._sessions: dict[int, _Session] = {}
+        #: (broker epoch, arrival ms) of each broker's latest heartbeat, written by
+        #: :meth:`record_contact` from any thread. No lock: under the GIL one dict item
+        #: assignment of an immutable tuple is atomic, and the queue's thread only reads it
+        #: key by key (``get``/``pop``), never iterating it while another thread may insert.
+        self._contacts: dict[int, tuple[int, int]] = {}
 
     # -- registration (from replay) --------------------------------------------
 
-    def register(self, broker_id: int, fenced: bool, now_ms: int | None = None) -> None:
-        """Track ``broker_id``, fenced or not (Kafka's ``register``); a change of fencing
-        keeps the broker's metadata offset, and ``now_ms`` (when known) is a contact."""
+    def register(self, broker_id: int, epoch: int, fenced: bool, now_ms: int | None = None) -> None:
+        """Track ``broker_id`` at ``epoch``, fenced or not (Kafka's ``register``); a change of
+        fencing keeps the broker's metadata offset, and ``now_ms`` (when known) is a contact."""
         session = self._sessions.get(broker_id)
         if session is None:
-            session = self._sessions[broker_id] = _Session(broker_id)
+            session = self._sessions[broker_id] = _Session(broker_id, epoch)
         elif session.fenced == fenced:
             session.metadata_offset = -1
+        session.epoch = epoch
         if now_ms is not None:
             session.last_contact_ms = now_ms
         self._set_fenced(session, fenced)
 
     def remove(self, broker_id: int) -> None:
         self._sessions.pop(broker_id, None)
+        self._contacts.pop(broker_id, None)
 
     def fence(self, broker_id: int) -> None:
         """Stop counting ``broker_id`` as unfenced (Kafka's ``fence``); a controlled shutdown
@@ -120,6 +134,13 @@ class BrokerHeartbeatManager:
             session.fenced = True
 
     # -- heartbeats ------------------------------------------------------------
+
+    def record_contact(self, broker_id: int, epoch: int, now_ms: int) -> None:
+        """A heartbeat from ``broker_id`` at ``epoch`` arrived at ``now_ms`` (Kafka's
+        ``BrokerHeartbeatTracker.updateContactTime``); safe from any thread. It renews the
+        session only if the broker is registered at ``epoch`` when the session is checked, as
+        Kafka's ``maybeFenceOneStaleBroker`` ignores a contact from another epoch."""
+        self._contacts[broker_id] = (epoch, now_ms)
 
     def touch(self, broker_id: int, fenced: bool, metadata_offset: int, now_ms: int) -> None:
         """A heartbeat from ``broker_id`` at ``now_ms``, which leaves it ``fenced`` or not."""
@@ -140,12 +161,12 @@ class BrokerHeartbeatManager:
         for session in self._sessions.values():
             if session.fenced:
                 continue
-            if session.last_contact_ms is None:
+            last_contact_ms = self._last_contact_ms(session)
+            if last_contact_ms is None:
                 session.last_contact_ms = now_ms
-            elif not self._valid(session, now_ms):
-                stale.append(session)
-        stale.sort(key=lambda s: (s.last_contact_ms, s.broker_id))
-        return [s.broker_id for s in stale]
+            elif last_contact_ms + self.session_timeout_ms < now_ms:
+                stale.append((last_contact_ms, session.broker_id))
+        return [broker_id for _, broker_id in sorted(stale)]
 
     def next_check_time_ms(self) -> int | None:
         """The first millisecond at which an unfenced broker's session has run out, ``None``
@@ -154,9 +175,9 @@ class BrokerHeartbeatManager:
         virtual clock checking at the boundary would find nothing stale and check again at
         once, forever)."""
         contacts = [
-            s.last_contact_ms
+            contact_ms
             for s in self._sessions.values()
-            if not s.fenced and s.last_contact_ms is not None
+            if not s.fenced and (contact_ms := self._last_contact_ms(s)) is not None
         ]
         return min(contacts) + self.session_timeout_ms + 1 if contacts else None
 
@@ -253,12 +274,24 @@ class BrokerHeartbeatManager:
             raise IllegalStateError(f"broker {broker_id} is not registered")
         return session
 
+    def _last_contact_ms(self, session: _Session) -> int | None:
+        """The later of the session's last contact and its latest heartbeat's arrival at its
+        epoch (a heartbeat may arrive before the queue replays what renews the session, or
+        wait in the queue behind later ones)."""
+        contact = self._contacts.get(session.broker_id)
+        if contact is None or contact[0] != session.epoch:
+            return session.last_contact_ms
+        if session.last_contact_ms is None:
+            return contact[1]
+        return max(session.last_contact_ms, contact[1])
+
     def _valid(self, session: _Session, now_ms: int) -> bool:
         if session.fenced:
             return False
-        if session.last_contact_ms is None:
+        last_contact_ms = self._last_contact_ms(session)
+        if last_contact_ms is None:
             return True  # its session has not started yet
-        return session.last_contact_ms + self.session_timeout_ms >= now_ms
+        return last_contact_ms + self.session_timeout_ms >= now_ms
 
     @staticmethod
     def _set_fenced(session: _Session, fenced: bool) -> None:

@@ -746,10 +746,16 @@ class QuorumController:
         """A broker's heartbeat: renews its session, unfences it once caught up, moves its
         leaderships away in a controlled shutdown."""
         in_controlled_shutdown = False
+        # The contact counts from now, before the heartbeat waits in the queue (KAFKA-17793):
+        # a queue busy for longer than the session timeout must not fence healthy brokers.
+        arrival_ms = self._clock.now_ms()
+        self.cluster_control.track_broker_heartbeat(
+            request.broker_id, request.broker_epoch, arrival_ms
+        )
 
         def op() -> ControllerResult[BrokerHeartbeatReply]:
             nonlocal in_controlled_shutdown
-            result = self.replication.process_broker_heartbeat(request, self._clock.now_ms())
+            result = self.replication.process_broker_heartbeat(request, arrival_ms)
             in_controlled_shutdown = result.response.in_controlled_shutdown
             self._reschedule_fence()
             return result

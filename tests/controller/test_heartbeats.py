@@ -35,7 +35,7 @@ def heartbeat(
 def manager_with(*brokers: tuple[int, bool]) -> BrokerHeartbeatManager:
     manager = BrokerHeartbeatManager(session_timeout_ms=10)
     for broker_id, fenced in brokers:
-        manager.register(broker_id, fenced, now_ms=0)
+        manager.register(broker_id, 0, fenced, now_ms=0)
     return manager
 
 
@@ -58,16 +58,33 @@ def test_next_check_time_is_when_the_oldest_unfenced_session_has_ended() -> None
     manager = manager_with((0, True))
     assert manager.next_check_time_ms() is None
     manager.touch(0, fenced=False, metadata_offset=0, now_ms=3)
-    manager.register(1, fenced=False, now_ms=5)
+    manager.register(1, 0, fenced=False, now_ms=5)
     # Valid through 3 + 10 = 13; stale, and so due for the check, from 14.
     assert manager.next_check_time_ms() == 14
     assert manager.find_stale_brokers(13) == []
     assert manager.find_stale_brokers(14) == [0]
 
 
+def test_a_recorded_arrival_renews_the_session_only_at_the_registered_epoch() -> None:
+    # KAFKA-17793: record_contact is the arrival of a heartbeat not yet processed.
+    manager = manager_with((0, False), (1, False))
+    manager.record_contact(0, 0, now_ms=8)
+    manager.record_contact(1, 5, now_ms=8)  # an epoch broker 1 is not registered at
+    assert manager.next_check_time_ms() == 11
+    assert manager.find_stale_brokers(11) == [1]
+    assert manager.has_valid_session(0, 18) and not manager.has_valid_session(0, 19)
+    manager.touch(0, fenced=False, metadata_offset=1, now_ms=3)  # processed late
+    assert manager.has_valid_session(0, 18)  # the later arrival still counts
+    manager.register(1, 5, fenced=False)  # re-registered at epoch 5
+    assert manager.has_valid_session(1, 18) and not manager.has_valid_session(1, 19)
+    manager.remove(1)
+    manager.register(1, 5, fenced=False)
+    assert manager.find_stale_brokers(100) == [0]  # removal forgot the arrival
+
+
 def test_a_broker_registered_without_a_time_starts_its_session_at_the_next_check() -> None:
     manager = BrokerHeartbeatManager(session_timeout_ms=10)
-    manager.register(4, fenced=False)
+    manager.register(4, 0, fenced=False)
     assert manager.has_valid_session(4, 1_000)
     assert manager.find_stale_brokers(1_000) == []
     assert manager.find_stale_brokers(1_010) == []
@@ -78,7 +95,7 @@ def test_touch_and_shutdown_of_an_unregistered_broker_fail() -> None:
     manager = BrokerHeartbeatManager()
     with pytest.raises(IllegalStateError, match="broker 3 is not registered"):
         manager.touch(3, fenced=False, metadata_offset=0, now_ms=0)
-    manager.register(3, fenced=True, now_ms=0)
+    manager.register(3, 0, fenced=True, now_ms=0)
     with pytest.raises(IllegalStateError, match="fenced broker 3"):
         manager.maybe_update_controlled_shutdown_offset(3, 10)
 
@@ -122,10 +139,10 @@ def test_register_keeps_the_offset_only_when_fencing_changes() -> None:
     # in the same state forgets it.
     manager = manager_with((0, False))
     manager.touch(0, fenced=False, metadata_offset=9, now_ms=1)
-    manager.register(0, fenced=False)
+    manager.register(0, 0, fenced=False)
     assert manager.lowest_active_offset() == -1
     manager.touch(0, fenced=True, metadata_offset=9, now_ms=1)
-    manager.register(0, fenced=False)
+    manager.register(0, 0, fenced=False)
     assert manager.lowest_active_offset() == 9
 
 

@@ -169,6 +169,38 @@ def test_a_silent_broker_is_fenced_and_loses_its_leaderships(quorum: ControllerQ
             assert after.leader_epoch > old.leader_epoch
 
 
+def test_heartbeats_count_from_arrival_while_the_queue_is_busy(quorum: ControllerQuorum) -> None:
+    # KAFKA-17793: one operation keeps the queue busy for 12 s, past broker.session.timeout.ms
+    # (9 s), while brokers 1, 3 and 4 keep heartbeating and broker 2 stops. The fencing check
+    # that runs first after it must count the heartbeats still waiting in the queue.
+    brokers, active = with_unfenced_brokers(quorum)
+    response = quorum.result(
+        active.create_topics(
+            CreateTopicsRequest(topics=(CreatableTopic(name="busy", num_partitions=8),))
+        )
+    )
+    topic_id = response.topics[0].topic_id
+    before = {p: active.replication.partition(topic_id, p) for p in range(8)}
+    victim = 2
+    brokers.silent.add(victim)
+
+    def slow_operation() -> ControllerResult[None]:
+        for _ in range(6):
+            quorum.cluster.run_for(2_000)  # Raft goes on; no controller's queue runs
+            brokers.heartbeat_round()  # as the network thread would, the queue being busy
+        return ControllerResult([], None)
+
+    quorum.result(active.append_write_event("slowOperation", slow_operation))
+    brokers.run_for(2_000)
+    assert unfenced(active) == set(BROKERS) - {victim}
+    for index, old in before.items():
+        after = active.replication.partition(topic_id, index)
+        assert old is not None and after is not None
+        assert victim not in after.isr
+        if old.leader != victim:  # the healthy brokers kept their leaderships
+            assert (after.leader, after.leader_epoch) == (old.leader, old.leader_epoch)
+
+
 def test_topics_created_before_a_failover_survive_it(quorum: ControllerQuorum) -> None:
     _, active = with_unfenced_brokers(quorum)
     created = quorum.result(
