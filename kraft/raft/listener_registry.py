@@ -29,7 +29,7 @@ from typing import Generic, TypeVar
 
 from kraft.common.clock import Clock
 from kraft.errors import CorruptRecordError, IllegalStateError
-from kraft.log.api import Isolation, ReplicatedLog
+from kraft.log.api import Isolation, LogFetchInfo, ReplicatedLog
 from kraft.raft.accumulator import CompletedBatch
 from kraft.raft.channel import MetricsRecorder
 from kraft.raft.listeners import (
@@ -168,6 +168,8 @@ class ListenerRegistry(Generic[T]):
 
     def _deliver_from_log(self, high_watermark: int) -> None:
         log = self._log
+        # Listeners at the same offset share the read and its decoded batches.
+        reads: dict[int, tuple[LogFetchInfo, dict[int, Batch[T]]]] = {}
         for context in list(self._contexts.values()):
             next_offset = context.next_expected_offset()
             if next_offset is None:
@@ -179,16 +181,26 @@ class ListenerRegistry(Generic[T]):
                 if next_offset is None:
                     return  # the snapshot was corrupt: the log changed under every listener
             if next_offset < min(high_watermark, log.high_watermark):
-                try:
-                    info = log.read(next_offset, Isolation.COMMITTED)
-                except CorruptRecordError as exc:
-                    now = self._clock.now_ms()
-                    self._repair.on_corrupt_log(exc, next_offset, "delivering to listeners", now)
-                    return
+                read = reads.get(next_offset)
+                if read is None:
+                    try:
+                        info = log.read(next_offset, Isolation.COMMITTED)
+                    except CorruptRecordError as exc:
+                        now = self._clock.now_ms()
+                        self._repair.on_corrupt_log(
+                            exc, next_offset, "delivering to listeners", now
+                        )
+                        return
+                    read = reads[next_offset] = (info, {})
+                info, decoded = read
                 if info.records:
                     context.fire_handle_commit(
                         LogBatchReader(
-                            info.start_offset, info.records, self._serde, context.on_close
+                            info.start_offset,
+                            info.records,
+                            self._serde,
+                            context.on_close,
+                            decoded,
                         )
                     )
 

@@ -12,6 +12,10 @@ Kafka's ``RaftClient.Listener`` and ``KafkaRaftClient.ListenerContext`` (KIP-595
   ``close()`` moves the listener past the last batch it *iterated* and wakes the client. A
   reader closed without being iterated delivers the same batches again. A reader from memory
   knows its last offset at once, so the next batch may follow before it is closed.
+- Listeners that expect the same offset share one read of the log and one decoding of each
+  batch: like batches from memory, they are handed the same record objects (each in a list of
+  its own), so a listener treats records as read-only. A standby controller's image loader and
+  controller are two such listeners; decoding was half of a standby's CPU.
 - ``handle_leader_change`` fires when the epoch grows, or when the leader of the current epoch
   becomes known; never twice for the same value. When the local replica is the leader it waits
   until the listener has passed the epoch's start offset (the LeaderChange record), so the
@@ -131,7 +135,7 @@ class LogBatchReader(BatchReader[T]):
     :class:`~kraft.errors.CorruptRecordError` from the iteration.
     """
 
-    __slots__ = ("_batches", "_last_returned", "_serde")
+    __slots__ = ("_batches", "_decoded", "_last_returned", "_serde")
 
     def __init__(
         self,
@@ -139,19 +143,34 @@ class LogBatchReader(BatchReader[T]):
         data: bytes,
         serde: RecordSerde[T],
         on_close: Callable[[BatchReader[T]], None],
+        decoded: dict[int, Batch[T]] | None = None,
     ) -> None:
+        """``decoded``: the batches of ``data`` already decoded, by base offset, shared by
+        every reader of the same ``data`` (each decodes what it finds missing and adds it)."""
         super().__init__(base_offset, on_close)
         self._batches = iter_batches(data, verify_crc=True)
         self._serde = serde
+        self._decoded = {} if decoded is None else decoded
         self._last_returned: int | None = None
 
     def __next__(self) -> Batch[T]:
         if self._closed:
             raise StopIteration
         view = next(self._batches)
-        batch = decode_batch(view, self._serde)
+        # Readers may run on different threads: a lost race only decodes a batch twice.
+        shared = self._decoded.get(view.base_offset)
+        if shared is None:
+            shared = self._decoded[view.base_offset] = decode_batch(view, self._serde)
         self._last_returned = view.last_offset
-        return batch
+        return Batch(
+            shared.base_offset,
+            shared.last_offset,
+            shared.epoch,
+            shared.append_timestamp_ms,
+            shared.size_in_bytes,
+            list(shared.records),
+            list(shared.control_records),
+        )
 
     def last_offset(self) -> int | None:
         # Kafka: known only once closed, and then it is the last batch handed out.

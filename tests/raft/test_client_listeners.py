@@ -322,6 +322,33 @@ def test_a_listener_catches_up_during_an_election_once_the_hw_is_known() -> None
     assert late.leader_changes == [LeaderAndEpoch(None, epoch + 1)]
 
 
+def test_listeners_at_the_same_offset_share_one_decoding_of_the_log() -> None:
+    """Two listeners expecting the same offset get each batch from one decoding: the same
+    record objects (as from memory on a leader), each in a list of its own; a listener at
+    another offset decodes for itself."""
+    builder: RaftClientBuilder[Box] = RaftClientBuilder(
+        LOCAL, VOTERS, serde=BoxSerde()
+    ).with_elected_leader(FOLLOWER_EPOCH, REMOTE_LEADER)
+    builder.append_to_log(3, [b"a", b"b"]).append_to_log(3, [b"c"])
+    context = builder.build()
+    loader: RecordingListener[Box] = RecordingListener()
+    controller: RecordingListener[Box] = RecordingListener()
+    context.client.register(loader)
+    context.client.register(controller)
+    answer_fetch(context, high_watermark=3)
+
+    assert loader.records == controller.records == [Box("a"), Box("b"), Box("c")]
+    assert all(a is b for a, b in zip(loader.records, controller.records, strict=True))
+    assert all(
+        a.records is not b.records for a, b in zip(loader.batches, controller.batches, strict=True)
+    )
+    late: RecordingListener[Box] = RecordingListener()
+    context.client.register(late)
+    context.poll()
+    assert late.records == loader.records
+    assert all(a is not b for a, b in zip(late.records, loader.records, strict=True))
+
+
 def test_a_follower_delivers_nothing_at_or_above_the_high_watermark() -> None:
     """§2: committed data only: a batch is delivered once the HW passes its last offset
     (Kafka's testHandleCommitCallbackFiresAfterFollowerHighWatermarkAdvances)."""
