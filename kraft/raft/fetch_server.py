@@ -281,6 +281,9 @@ class FetchServer(Generic[T]):
         purgatory = self._purgatory
         if not len(purgatory):
             return NO_DEADLINE
+        deadline = purgatory.next_deadline_ms()
+        if deadline > now:
+            return deadline - now  # none is over: most polls of a leader
         for parked in purgatory.expired(now):
             # The wait is over with nothing new: the empty answer.
             self._respond(

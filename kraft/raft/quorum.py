@@ -263,12 +263,13 @@ class QuorumState(Generic[T]):
         state = self.state
         if isinstance(state, ProspectiveState) and leader_id == state.leader_id:
             return False  # the leader it gave up on when it turned Prospective: no news
-        return (
-            leader_id is not None
-            and leader_id != self.local_id
-            and bool(endpoints)
-            and (self.leader_id is None or set(endpoints) > set(self.current_leader_endpoints()))
-        )
+        if leader_id is None or leader_id == self.local_id or not endpoints:
+            return False
+        if self.leader_id is None:
+            return True
+        known = self.current_leader_endpoints()
+        # The same endpoints again (every response from the leader we follow): no sets built.
+        return endpoints != known and set(endpoints) > set(known)
 
     def random_election_timeout_ms(self) -> int:
         """Kafka's randomized election timeout: uniform in [T, 2T)."""

@@ -138,17 +138,14 @@ class RequestManager:
 
     def remaining_any_request_time_ms(self, now_ms: int) -> int:
         """Time until the earliest request in flight times out (0: none in flight)."""
-        return max(
-            0,
-            min(
-                (
-                    c.sent_ms + c.timeout_ms - now_ms
-                    for c in self._connections.values()
-                    if c.in_flight(now_ms)
-                ),
-                default=0,
-            ),
-        )
+        # A loop rather than a generator: a follower asks on every poll.
+        soonest: int | None = None
+        for c in self._connections.values():
+            if c.in_flight(now_ms):
+                left = c.sent_ms + c.timeout_ms - now_ms
+                if soonest is None or left < soonest:
+                    soonest = left
+        return 0 if soonest is None else max(0, soonest)
 
     def has_any_inflight_request(self, now_ms: int) -> bool:
         """Whether any destination has a request in flight (not timed out)."""

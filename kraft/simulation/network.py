@@ -87,6 +87,10 @@ class SimNetwork:
     def link(self, source: int, destination: int) -> LinkConfig:
         return self._links.get((source, destination), self.default)
 
+    def uniform(self) -> LinkConfig | None:
+        """The default when it is every link's config and no link is blocked, else None."""
+        return None if self._links or self.blocked else self.default
+
     def is_blocked(self, source: int, destination: int) -> bool:
         return (source, destination) in self.blocked
 

@@ -190,3 +190,16 @@ def test_heal_restores_every_link_and_keeps_the_link_settings() -> None:
     net.heal()
     assert net.blocked == set()
     assert net.default.drop == 0.1 and net.link(2, 1).latency_ms == (5, 5)
+
+
+def test_uniform_is_the_default_until_a_link_is_blocked_or_set_apart() -> None:
+    net = network(latency_ms=(2, 3))
+    assert net.uniform() == LinkConfig(latency_ms=(2, 3))
+    net.configure(drop=0.1)  # every link: still one config for all
+    assert net.uniform() == LinkConfig(latency_ms=(2, 3), drop=0.1)
+    net.block([1], [2])
+    assert net.uniform() is None
+    net.heal()
+    assert net.uniform() is not None
+    net.configure(latency_ms=(50, 60), links=[(1, 2)])
+    assert net.uniform() is None
