@@ -34,6 +34,7 @@ from typing import NoReturn, TypeVar
 import msgspec
 
 from kraft.common.uuids import ZERO_UUID
+from kraft.controller.assignment import ReplicaAssigner
 from kraft.controller.brokers_to_isrs import BrokersToIsrs, TopicIdPartition
 from kraft.controller.cluster_control import ClusterControlManager
 from kraft.controller.configs import (
@@ -44,7 +45,7 @@ from kraft.controller.configs import (
 )
 from kraft.controller.heartbeats import BrokerControlState
 from kraft.controller.partition_change import Election, PartitionChangeBuilder
-from kraft.controller.placement import InvalidReplicationFactorError, StripedReplicaPlacer
+from kraft.controller.placement import StripedReplicaPlacer
 from kraft.controller.result import ApiError, ControllerApiError, ControllerResult
 from kraft.controller.topic_names import (
     has_collision_chars,
@@ -145,9 +146,12 @@ class ReplicationControlManager:
         self._cluster = cluster_control
         self._configs = configuration_control
         self._rng = rng
-        self._placer = StripedReplicaPlacer(rng)
-        self._default_num_partitions = default_num_partitions
-        self._default_replication_factor = default_replication_factor
+        self._assigner = ReplicaAssigner(
+            cluster_control,
+            StripedReplicaPlacer(rng),
+            default_num_partitions=default_num_partitions,
+            default_replication_factor=default_replication_factor,
+        )
         self._topics: TimelineHashMap[uuid.UUID, TopicControlInfo] = TimelineHashMap(
             snapshot_registry
         )
@@ -373,9 +377,9 @@ class ReplicationControlManager:
             )
         config_records = self._topic_config_records(topic)
         if topic.assignments:
-            assignments = self._manual_topic_assignments(topic)
+            assignments = self._assigner.manual(topic)
         else:
-            assignments = self._placed_topic_assignments(topic)
+            assignments = self._assigner.placed(topic)
         topic_id = self._new_topic_id(new_ids)
         records = [at_latest_version(TopicRecord(name=topic.name, topic_id=topic_id))]
         # Kafka's order: the topic, its configs, then its partitions.
@@ -413,127 +417,6 @@ class ReplicationControlManager:
         if not error.is_success():
             raise error.exception()
         return result.records
-
-    def _manual_topic_assignments(
-        self, topic: CreatableTopic
-    ) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
-        if topic.replication_factor != -1:
-            _fail(
-                Errors.INVALID_REQUEST,
-                "A manual partition assignment was specified, but replication factor was not "
-                "set to -1.",
-            )
-        if topic.num_partitions != -1:
-            _fail(
-                Errors.INVALID_REQUEST,
-                "A manual partition assignment was specified, but numPartitions was not set to -1.",
-            )
-        by_index: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
-        replication_factor: int | None = None
-        for assignment in topic.assignments:
-            if assignment.partition_index in by_index:
-                _fail(
-                    Errors.INVALID_REPLICA_ASSIGNMENT,
-                    "Found multiple manual partition assignments for partition "
-                    f"{assignment.partition_index}",
-                )
-            replicas = tuple(assignment.broker_ids)
-            self._validate_manual_assignment(replicas, replication_factor)
-            replication_factor = len(replicas)
-            isr = tuple(broker for broker in replicas if self._cluster.is_active(broker))
-            if not isr:
-                _fail(
-                    Errors.INVALID_REPLICA_ASSIGNMENT,
-                    "All brokers specified in the manual partition assignment for partition "
-                    f"{assignment.partition_index} are fenced or in controlled shutdown.",
-                )
-            by_index[assignment.partition_index] = (replicas, isr)
-        if sorted(by_index) != list(range(len(by_index))):
-            _fail(
-                Errors.INVALID_REPLICA_ASSIGNMENT,
-                "partitions should be a consecutive 0-based integer sequence",
-            )
-        return [by_index[index] for index in range(len(by_index))]
-
-    def _placed_topic_assignments(
-        self, topic: CreatableTopic
-    ) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
-        if topic.replication_factor < -1 or topic.replication_factor == 0:
-            _fail(
-                Errors.INVALID_REPLICATION_FACTOR,
-                "Replication factor must be larger than 0, or -1 to use the default value.",
-            )
-        if topic.num_partitions < -1 or topic.num_partitions == 0:
-            _fail(
-                Errors.INVALID_PARTITIONS,
-                "Number of partitions was set to an invalid non-positive value.",
-            )
-        num_partitions = (
-            self._default_num_partitions if topic.num_partitions == -1 else topic.num_partitions
-        )
-        replication_factor = (
-            self._default_replication_factor
-            if topic.replication_factor == -1
-            else topic.replication_factor
-        )
-        return self._place(num_partitions, replication_factor)
-
-    def _place(
-        self, num_partitions: int, replication_factor: int
-    ) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
-        try:
-            placements = self._placer.place(
-                num_partitions, replication_factor, self._cluster.usable_brokers()
-            )
-        except InvalidReplicationFactorError as exc:
-            _fail(
-                Errors.INVALID_REPLICATION_FACTOR,
-                f"Unable to replicate the partition {replication_factor} time(s): {exc}",
-            )
-        assignments = []
-        for placed in placements:
-            replicas = tuple(placed)
-            isr = tuple(broker for broker in replicas if self._cluster.is_active(broker))
-            if not isr:
-                # The placer counts fenced brokers as usable; with every replica fenced or
-                # shutting down there would be no leader (Kafka refuses this case the same way).
-                _fail(
-                    Errors.INVALID_REPLICATION_FACTOR,
-                    f"Unable to replicate the partition {replication_factor} time(s): All "
-                    "brokers are currently fenced or in controlled shutdown.",
-                )
-            assignments.append((replicas, isr))
-        return assignments
-
-    def _validate_manual_assignment(
-        self, replicas: Sequence[int], replication_factor: int | None
-    ) -> None:
-        if not replicas:
-            _fail(
-                Errors.INVALID_REPLICA_ASSIGNMENT,
-                "The manual partition assignment includes an empty replica list.",
-            )
-        seen: set[int] = set()
-        for broker in sorted(replicas):
-            if self._cluster.registration(broker) is None:
-                _fail(
-                    Errors.INVALID_REPLICA_ASSIGNMENT,
-                    f"The manual partition assignment includes broker {broker}, but no such "
-                    "broker is registered.",
-                )
-            if broker in seen:
-                _fail(
-                    Errors.INVALID_REPLICA_ASSIGNMENT,
-                    f"The manual partition assignment includes the broker {broker} more than once.",
-                )
-            seen.add(broker)
-        if replication_factor is not None and len(replicas) != replication_factor:
-            _fail(
-                Errors.INVALID_REPLICA_ASSIGNMENT,
-                f"The manual partition assignment includes a partition with {len(replicas)} "
-                "replica(s), but this is not consistent with previous partitions, which have "
-                f"{replication_factor} replica(s).",
-            )
 
     def _new_topic_id(self, taken: set[uuid.UUID]) -> uuid.UUID:
         # A random (version 4) uuid, so never Kafka's reserved zero or metadata topic id; and
@@ -668,12 +551,12 @@ class ReplicationControlManager:
             raise IllegalStateError(f"topic {request.name} has no partition 0")
         replication_factor = len(first.replicas)
         if request.assignments is None:
-            assignments = self._place(additional, replication_factor)
+            assignments = self._assigner.place(additional, replication_factor)
         else:
             assignments = []
             for index, assignment in enumerate(request.assignments):
                 replicas = tuple(assignment.broker_ids)
-                self._validate_manual_assignment(replicas, replication_factor)
+                self._assigner.validate_manual(replicas, replication_factor)
                 isr = tuple(broker for broker in replicas if self._cluster.is_active(broker))
                 if not isr:
                     _fail(

@@ -34,7 +34,7 @@ from typing import Any
 from kraft.common.clock import ManualClock
 from kraft.common.uuids import ZERO_UUID
 from kraft.config import ConfigError, QuorumConfig
-from kraft.errors import KraftError, NotLeaderError
+from kraft.errors import KraftError
 from kraft.log.base import SnapshotRetention
 from kraft.log.memory import MemoryLog
 from kraft.log.quorum_state import MemoryQuorumStateStore
@@ -67,6 +67,7 @@ from kraft.simulation.node import (
 )
 from kraft.simulation.operations import ClientOperations
 from kraft.simulation.routing import MessageRouter, Transit
+from kraft.simulation.workload import CounterWorkload
 
 __all__ = [
     "Cluster",
@@ -134,7 +135,7 @@ def sim_config(voter_ids: Iterable[int], base: QuorumConfig | None = None) -> Qu
     return replace(base, voters=voters)
 
 
-class Cluster(FaultInjection, ClientOperations, ControllerOperations):
+class Cluster(FaultInjection, ClientOperations, ControllerOperations, CounterWorkload):
     """A simulated quorum: ``voters`` voters (ids 1..voters) and ``observers`` observers
     (the ids after), all started. See docs/simulation.md for the whole API.
 
@@ -754,75 +755,8 @@ class Cluster(FaultInjection, ClientOperations, ControllerOperations):
         self._admin.response_sent(node, response)
 
     # =========================================================================================
-    # Appends and the workload
+    # The kv workload (the counter's is CounterWorkload's)
     # =========================================================================================
-    def append(self, records: Sequence[Any]) -> int | None:
-        """Append ``records`` (any msgpack-able values) through the current leader, as one
-        batch; the last record's offset, or None without a leader."""
-        self._counter_only()
-        leader_id = self.leader()
-        if leader_id is None:
-            self._emit("append_refused", count=len(records))
-            return None
-        node = self.nodes[leader_id]
-        client = node.client
-        assert client is not None
-        try:
-            offset = client.prepare_append(client.epoch, list(records))
-            client.schedule_prepared_append()
-        except NotLeaderError:
-            self._emit("append_refused", count=len(records))
-            return None
-        self._emit_node(node, "append_accepted", offset=offset, count=len(records))
-        if not node.paused:
-            self._wake(node)
-        return offset
-
-    def increment(self) -> int | None:
-        """Append the replicated counter's next increment through the leader (Kafka's
-        ``ReplicatedCounter.increment``); its offset, or None when no leader is writable."""
-        self._counter_only()
-        leader_id = self.leader()
-        node = None if leader_id is None else self.nodes[leader_id]
-        if node is None or node.client is None or node.counter is None:
-            self._emit("append_refused", count=1)
-            return None
-        offset = node.counter.increment(node.client)
-        if offset is None:
-            self._emit("append_refused", count=1)
-            return None
-        self._emit_node(node, "append_accepted", offset=offset, count=1)
-        if not node.paused:
-            self._wake(node)
-        return offset
-
-    def start_workload(self, rate_per_s: float = 100.0, jitter: float = 0.5) -> None:
-        """Increment the counter about ``rate_per_s`` times per simulated second, through
-        whichever node leads (each tick is ``1000 / rate`` ms, give or take ``jitter``)."""
-        self._counter_only()
-        if rate_per_s <= 0:
-            raise ValueError(f"the workload rate must be positive, got {rate_per_s}")
-        period = 1000.0 / rate_per_s
-        lo = max(1, round(period * (1 - jitter)))
-        hi = max(lo, round(period * (1 + jitter)))
-        self._workload_generation += 1
-        generation = self._workload_generation
-        self.workload_rate = rate_per_s
-        self.checker.workload(True)
-
-        def tick() -> bool:
-            if generation != self._workload_generation:
-                return False
-            self.increment()
-            return True
-
-        self.every((lo, hi), tick)
-
-    def stop_workload(self) -> None:
-        self._workload_generation += 1
-        self.workload_rate = 0.0
-        self.checker.workload(False)
-
     def start_kv_workload(self, **options: Any) -> KvWorkload:
         """Start the kv workload's clients (``options``: :class:`KvWorkload`'s); at the end
         :meth:`validate` checks that what they saw is linearizable."""
